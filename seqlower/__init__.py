@@ -1,0 +1,18 @@
+"""seqlower: lower ONNX sequence ops into tensor-only models, and prove it."""
+
+from __future__ import annotations
+
+from seqlower.errors import ExecutionError, ModelError, SeqlowerError
+from seqlower.model_io import load_model, read_model_proto, save_model
+
+__all__ = [
+    "ExecutionError",
+    "ModelError",
+    "SeqlowerError",
+    "__version__",
+    "load_model",
+    "read_model_proto",
+    "save_model",
+]
+
+__version__ = "0.1.0"

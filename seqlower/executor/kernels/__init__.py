@@ -1,0 +1,53 @@
+"""Spec-exact kernels for the sequence ops, control flow and optionals.
+
+Each kernel replaces onnx's ReferenceEvaluator kernel of the same name through
+``new_ops``; ``make_kernels(config)`` binds a run's :class:`KernelConfig` to them.
+"""
+
+from __future__ import annotations
+
+from seqlower.executor.kernels._base import KEEPDIMS_POLICIES, KernelConfig, KernelError, SeqKernel
+from seqlower.executor.kernels.op_concat_from_sequence import ConcatFromSequence
+from seqlower.executor.kernels.op_identity import Identity
+from seqlower.executor.kernels.op_if import If
+from seqlower.executor.kernels.op_loop import Loop
+from seqlower.executor.kernels.op_optional import Optional
+from seqlower.executor.kernels.op_optional_get_element import OptionalGetElement
+from seqlower.executor.kernels.op_optional_has_element import OptionalHasElement
+from seqlower.executor.kernels.op_reverse_sequence import ReverseSequence
+from seqlower.executor.kernels.op_sequence_at import SequenceAt
+from seqlower.executor.kernels.op_sequence_construct import SequenceConstruct
+from seqlower.executor.kernels.op_sequence_empty import SequenceEmpty
+from seqlower.executor.kernels.op_sequence_erase import SequenceErase
+from seqlower.executor.kernels.op_sequence_insert import SequenceInsert
+from seqlower.executor.kernels.op_sequence_length import SequenceLength
+from seqlower.executor.kernels.op_sequence_map import SequenceMap
+from seqlower.executor.kernels.op_split_to_sequence import SplitToSequence
+
+__all__ = ["KEEPDIMS_POLICIES", "KernelConfig", "KernelError", "KERNELS", "make_kernels"]
+
+KERNELS: tuple[type[SeqKernel], ...] = (
+    ConcatFromSequence,
+    Identity,
+    If,
+    Loop,
+    Optional,
+    OptionalGetElement,
+    OptionalHasElement,
+    ReverseSequence,
+    SequenceAt,
+    SequenceConstruct,
+    SequenceEmpty,
+    SequenceErase,
+    SequenceInsert,
+    SequenceLength,
+    SequenceMap,
+    SplitToSequence,
+)
+
+
+def make_kernels(config: KernelConfig) -> list[type[SeqKernel]]:
+    """Kernel classes bound to ``config`` (the evaluator keys them by class name)."""
+    if config.keepdims_policy not in KEEPDIMS_POLICIES:
+        raise ValueError(f"keepdims policy must be one of {KEEPDIMS_POLICIES}, got {config.keepdims_policy!r}")
+    return [type(k.__name__, (k,), {"config": config, "__module__": k.__module__}) for k in KERNELS]

@@ -1,0 +1,129 @@
+"""Verifying that two models compute the same numbers on the same inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from seqlower.errors import SeqlowerError
+from seqlower.executor.compare import OutputReport, compare_values
+from seqlower.executor.inputs import DEFAULT_SEQ_LEN, synthesize_inputs
+from seqlower.executor.runner import Executor
+from seqlower.model_io import ModelSource
+
+__all__ = ["SampleReport", "VerifyReport", "verify"]
+
+
+@dataclass
+class SampleReport:
+    index: int
+    source: str
+    status: str  # "equal" | "different" | "lowered failed" | "original failed"
+    outputs: list[OutputReport] = field(default_factory=list)
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "source": self.source,
+            "status": self.status,
+            "error": self.error,
+            "outputs": [o.to_json() for o in self.outputs],
+        }
+
+
+@dataclass
+class VerifyReport:
+    backend: str
+    samples: list[SampleReport]
+    notes: list[str]
+    interface_error: str = ""
+
+    @property
+    def compared(self) -> int:
+        return sum(s.status in ("equal", "different", "lowered failed") for s in self.samples)
+
+    @property
+    def equivalent(self) -> bool:
+        return not self.interface_error and self.compared > 0 and all(
+            s.status in ("equal", "original failed") for s in self.samples
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "equivalent": self.equivalent,
+            "backend": self.backend,
+            "compared": self.compared,
+            "interface_error": self.interface_error,
+            "notes": self.notes,
+            "samples": [s.to_json() for s in self.samples],
+        }
+
+
+def verify(
+    original: ModelSource,
+    lowered: ModelSource,
+    *,
+    inputs: list[dict[str, Any]] | None = None,
+    samples: int = 3,
+    seed: int = 0,
+    dims: dict[str, int] | None = None,
+    seq_len: int = DEFAULT_SEQ_LEN,
+    backend: str = "reference",
+    lowered_backend: str | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    keepdims_policy: str = "auto",
+    ort_opt_level: str = "all",
+) -> VerifyReport:
+    """Run both models on the given inputs (or ``samples`` synthesized ones) and compare.
+
+    A sample the original rejects says nothing about the lowering and is not counted;
+    at least one sample must be compared for the models to be called equivalent.
+    """
+    a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
+    b = Executor(
+        lowered, backend=lowered_backend or backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level
+    )
+    report = VerifyReport(backend if lowered_backend in (None, backend) else f"{backend} vs {lowered_backend}", [], [])
+    a_in, b_in = [p.name for p in a.inputs], [p.name for p in b.inputs]
+    b_out = {p.name for p in b.outputs}
+    if sorted(a_in) != sorted(b_in):
+        report.interface_error = f"inputs differ: {a_in} vs {b_in}"
+        return report
+    if missing := [p.name for p in a.outputs if p.name not in b_out]:
+        report.interface_error = f"the second model lacks outputs {missing}"
+        return report
+    feeds_list = (
+        [(f"given #{i}", f) for i, f in enumerate(inputs)]
+        if inputs
+        else [(f"seed {seed + i}", synthesize_inputs(a.inputs, seed + i, dims, seq_len)) for i in range(samples)]
+    )
+    for index, (source, feeds) in enumerate(feeds_list):
+        sample = SampleReport(index, source, "equal")
+        report.samples.append(sample)
+        try:
+            expected = a.run(feeds)
+        except SeqlowerError as e:
+            sample.status, sample.error = "original failed", str(e)
+            continue
+        _add_notes(report, expected.notes, "original")
+        try:
+            actual = b.run(feeds)
+        except SeqlowerError as e:
+            sample.status, sample.error = "lowered failed", str(e)
+            continue
+        _add_notes(report, actual.notes, "lowered")
+        for port in a.outputs:
+            out = compare_values(port.name, expected.outputs[port.name], actual.outputs[port.name], rtol, atol)
+            sample.outputs.append(out)
+            if not out.ok:
+                sample.status = "different"
+    return report
+
+
+def _add_notes(report: VerifyReport, notes: list[str], which: str) -> None:
+    for n in notes:
+        text = f"{which}: {n}"
+        if text not in report.notes:
+            report.notes.append(text)

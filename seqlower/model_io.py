@@ -1,0 +1,237 @@
+"""Reading and writing models safely.
+
+Reading refuses anything that is not a well-formed ONNX model and any external-data
+location that would leave the model's folder (absolute paths, ``..``, symlinks that
+point out): the class of onnx's CVE-2022-25882 and CVE-2024-27318. Writing is atomic: a
+temporary file in the destination folder is renamed over the destination only once it
+is complete, so a failed or interrupted write never leaves half a model behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from seqlower.errors import ModelError
+
+__all__ = [
+    "ModelSource",
+    "read_model_proto",
+    "load_model",
+    "save_model",
+    "to_proto",
+    "PROTOBUF_LIMIT",
+]
+
+logger = logging.getLogger(__name__)
+
+ModelSource = str | os.PathLike | bytes | onnx.ModelProto
+
+# Protobuf refuses messages of 2 GiB; leave room for the graph around the weights.
+PROTOBUF_LIMIT = 2**31 - 2**24
+
+
+def _label(source: ModelSource) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return "<model bytes>" if isinstance(source, bytes) else "<model>"
+
+
+def iter_tensor_protos(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto in the model: initializers, Constant values, subgraphs, functions.
+
+    Iterative, so thousands of nested subgraphs do not hit Python's recursion limit.
+    """
+    graphs: list[onnx.GraphProto] = [proto.graph]
+    node_lists = [f.node for f in proto.functions]
+    while graphs or node_lists:
+        if graphs:
+            g = graphs.pop()
+            yield from g.initializer
+            for sp in g.sparse_initializer:
+                yield sp.values
+                yield sp.indices
+            node_lists.append(g.node)
+            continue
+        for node in node_lists.pop():
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("sparse_tensor"):
+                    yield attr.sparse_tensor.values
+                    yield attr.sparse_tensor.indices
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)
+
+
+def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: str) -> None:
+    base_real = os.path.realpath(base_dir) if base_dir is not None else None
+    for tensor in iter_tensor_protos(proto):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        where = f"{label}: tensor {tensor.name!r}"
+        if base_real is None:
+            raise ModelError(f"{where} keeps its data in external file {location!r}; load the model from its file path")
+        if not location:
+            raise ModelError(f"{where} uses external data without a location")
+        if os.path.isabs(location) or Path(location).drive:
+            raise ModelError(f"{where}: external data location {location!r} is absolute; refused")
+        target = os.path.realpath(os.path.join(base_real, location))
+        if os.path.commonpath([base_real, target]) != base_real:
+            raise ModelError(f"{where}: external data location {location!r} is outside the model's folder; refused")
+        if not os.path.isfile(target):
+            raise ModelError(f"{where}: external data file {location!r} is missing")
+        try:
+            offset = int(info.get("offset", "0") or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError as e:
+            raise ModelError(f"{where}: bad external data offset/length ({e})") from None
+        size = os.path.getsize(target)
+        if offset < 0 or (length is not None and (length < 0 or offset + length > size)) or offset > size:
+            raise ModelError(
+                f"{where}: external data file {location!r} is truncated "
+                f"(needs bytes {offset}..{offset + (length or 0)}, file has {size})"
+            )
+
+
+def read_model_proto(
+    source: ModelSource, *, load_external_data: bool = True, check: bool = True
+) -> onnx.ModelProto:
+    """Parse and validate a model from a path, bytes or a ModelProto (which is copied).
+
+    Raises:
+        ModelError: one line naming the file, for anything unreadable or invalid.
+    """
+    label = _label(source)
+    base_dir: str | None = None
+    if isinstance(source, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(source)
+    else:
+        if isinstance(source, bytes):
+            data = source
+        else:
+            path = Path(source)
+            if not path.exists():
+                raise ModelError(f"{label}: no such file")
+            if path.is_dir():
+                raise ModelError(f"{label}: is a folder, not a model file")
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                raise ModelError(f"{label}: cannot read ({e.strerror})") from None
+            base_dir = str(path.parent)
+        if not data:
+            raise ModelError(f"{label}: empty file, not an ONNX model")
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(data)
+        except (DecodeError, RuntimeError, ValueError) as e:
+            raise ModelError(f"{label}: not an ONNX model (protobuf parse failed: {str(e).splitlines()[0]})") from None
+    if not proto.HasField("graph"):
+        raise ModelError(f"{label}: not an ONNX model (no graph)")
+    if proto.ir_version <= 0:
+        raise ModelError(f"{label}: not an ONNX model (no IR version)")
+    _check_external_data(proto, base_dir, label)
+    if check:
+        _run_checker(proto, label)
+    if load_external_data and base_dir is not None:
+        try:
+            onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{label}: cannot load external data ({e})") from None
+    return proto
+
+
+def _run_checker(proto: onnx.ModelProto, label: str) -> None:
+    # Checked without external data: the locations were validated above, and the
+    # in-memory checker cannot take a model whose weights exceed 2 GiB.
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid")
+        raise ModelError(f"{label}: invalid model: {first}") from None
+    except ValueError as e:  # protobuf size limits
+        raise ModelError(f"{label}: invalid model: {str(e).splitlines()[0]}") from None
+
+
+def load_model(source: ModelSource | ir.Model, *, check: bool = True) -> ir.Model:
+    """Load into onnx_ir. External data stays lazy (memory-mapped on first use)."""
+    if isinstance(source, ir.Model):
+        return source
+    proto = read_model_proto(source, load_external_data=False, check=check)
+    try:
+        model = ir.serde.deserialize_model(proto)
+    except Exception as e:  # onnx_ir raises assorted types on malformed graphs
+        raise ModelError(f"{_label(source)}: cannot load model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    if isinstance(source, (str, os.PathLike)):
+        ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(source)))
+    return model
+
+
+def to_proto(model: ir.Model | onnx.ModelProto) -> onnx.ModelProto:
+    return model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
+
+
+def _has_external(model: ir.Model) -> bool:
+    return any(
+        isinstance(v.const_value, ir.ExternalTensor)
+        for g in model.graphs()
+        for v in g.initializers.values()
+    )
+
+
+def _initializer_bytes(model: ir.Model) -> int:
+    total = 0
+    for g in model.graphs():
+        for v in g.initializers.values():
+            if v.const_value is not None:
+                total += v.const_value.nbytes
+    return total
+
+
+def save_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> None:
+    """Write atomically. Models whose weights do not fit protobuf's 2 GiB, or whose
+    weights were external on input, get their weights in ``<file>.data`` beside them."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ModelError(f"{path}: output folder {str(folder)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        if isinstance(model, ir.Model) and (_has_external(model) or _initializer_bytes(model) > PROTOBUF_LIMIT):
+            data_name = path.name + ".data"
+            ir.save(model, tmp, external_data=data_name)
+        else:
+            proto = to_proto(model)
+            data = proto.SerializeToString(deterministic=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        _unlink_quietly(tmp)
+        raise ModelError(f"{path}: cannot write ({e.strerror or e})") from None
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def _unlink_quietly(p: str) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
