@@ -1,0 +1,5 @@
+import sys
+
+from seqlower.cli import main
+
+sys.exit(main())
