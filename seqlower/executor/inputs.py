@@ -133,6 +133,10 @@ def _read_pb(path: Path, port: Port) -> Any:
     proto = proto_cls()
     try:
         proto.ParseFromString(path.read_bytes())
+        if kind == "optional_type" and not any(
+            proto.HasField(f) for f in ("tensor_value", "sequence_value", "sparse_tensor_value", "map_value", "optional_value")
+        ):
+            return None
         value = {
             "tensor_type": numpy_helper.to_array,
             "sequence_type": numpy_helper.to_list,
@@ -228,9 +232,9 @@ def _to_proto(port: Port, value: Any):
     if kind == "optional_type":
         elem = port.type.optional_type.elem_type.WhichOneof("value")
         etype = onnx.OptionalProto.SEQUENCE if elem == "sequence_type" else onnx.OptionalProto.TENSOR
-        return numpy_helper.from_optional(
-            None if value is None else list(value) if isinstance(value, list) else value, name=port.name, elem_type=etype
-        )
+        if value is None:  # an empty optional is UNDEFINED, the backend test-data convention
+            return numpy_helper.from_optional(None, name=port.name)
+        return numpy_helper.from_optional(list(value) if isinstance(value, list) else value, name=port.name, dtype=etype)
     if isinstance(value, list):
-        return numpy_helper.from_list(list(value), name=port.name)
+        return numpy_helper.from_list(list(value), name=port.name, dtype=onnx.SequenceProto.TENSOR)
     return numpy_helper.from_array(np.asarray(value), name=port.name)

@@ -416,3 +416,10 @@ def test_if_with_sequences_of_different_lengths_and_cond_checks():
     assert len(run(m, c=np.array([False]), x=A)["s"]) == 1
     with pytest.raises(ExecutionError, match="exactly one element"):
         run(m, c=np.array([True, False]), x=A)
+
+
+@pytest.mark.parametrize("policy, shape", [("auto", ()), ("onnxruntime", ()), ("spec", (1,))])
+def test_keepdims_policy_split_above_one_on_a_dim_of_one(policy, shape):
+    """onnxruntime squeezes whenever every chunk has size 1, so split=2 over a dim of 1 squeezes too."""
+    out = run(split_model([], keepdims=0), policy=policy, x=np.ones(1, np.float32), split=np.array(2))["s"]
+    assert [c.shape for c in out] == [shape]

@@ -26,10 +26,12 @@ class KernelConfig:
 
     keepdims_policy: what SplitToSequence does with a scalar split and keepdims=0.
         ``spec``: keepdims is ignored whenever split is given (the spec's text).
-        ``onnxruntime``: chunks are squeezed when split == 1, and split > 1 is an error
-        (what onnxruntime 1.31 does). ``auto`` (default): onnxruntime's squeeze for
-        split == 1, the spec otherwise, because TorchScript's ``torch.unbind`` export
-        (``SplitToSequence(x, 1, keepdims=0)``) was validated on onnxruntime.
+        ``onnxruntime``: the split axis is squeezed, which works when every chunk has
+        size 1 (split == 1, or a dimension of 1) and is an error otherwise (what
+        onnxruntime 1.31 does). ``auto`` (default): onnxruntime's behaviour wherever
+        onnxruntime gives a result, the spec where it fails, because TorchScript's
+        ``torch.unbind`` export (``SplitToSequence(x, 1, keepdims=0)``) was validated on
+        onnxruntime.
     """
 
     keepdims_policy: str = "auto"

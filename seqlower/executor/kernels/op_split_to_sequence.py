@@ -26,7 +26,7 @@ class SplitToSequence(SeqKernel):
                     self.fail(f"scalar split must be positive, got {k}")
                 sizes = [k] * (d // k) + ([d % k] if d % k else [])
                 if not keepdims:
-                    squeeze = self._keepdims_policy(k)
+                    squeeze = self._keepdims_policy(k, sizes, x.shape, a)
             elif split.ndim == 1:
                 sizes = [int(s) for s in split]
                 if any(s < 0 for s in sizes):
@@ -38,19 +38,28 @@ class SplitToSequence(SeqKernel):
         bounds = np.cumsum([0, *sizes])
         chunks = [np.take(x, np.arange(lo, hi), axis=a) for lo, hi in zip(bounds[:-1], bounds[1:])]
         if squeeze:
-            chunks = [np.squeeze(c, axis=a) for c in chunks]
+            chunks = [c.reshape(c.shape[:a] + c.shape[a + 1 :]) for c in chunks]
         return (self.new_seq(chunks, elem_type_of(x)),)
 
-    def _keepdims_policy(self, k: int) -> bool:
-        """Whether to squeeze chunks of a scalar split with keepdims=0 (see KernelConfig)."""
+    def _keepdims_policy(self, k: int, sizes: list[int], shape: tuple[int, ...], a: int) -> bool:
+        """Whether to drop the split axis of a scalar split's chunks with keepdims=0 (see
+        KernelConfig).
+
+        onnxruntime reshapes every chunk to its shape without the split axis, which works
+        when the chunk has size 1 along it (split == 1, or a dimension of 1) or has no
+        elements at all, and fails otherwise.
+        """
         policy = self.config.keepdims_policy
-        if policy == "spec" or (policy == "auto" and k != 1):
+        rest = int(np.prod(shape[:a] + shape[a + 1 :]))
+        ort_works = rest == 0 or all(s == 1 for s in sizes)
+        if policy == "spec" or (policy == "auto" and not ort_works):
             squeeze = False
-        elif k == 1:
+        elif ort_works:
             squeeze = True
         else:
             self.fail(
-                f"scalar split {k} with keepdims=0 fails on onnxruntime (keepdims policy 'onnxruntime');"
+                f"scalar split {k} with keepdims=0 gives chunks of sizes {sizes}, which fails on onnxruntime"
+                " (keepdims policy 'onnxruntime');"
                 " use --keepdims-policy spec to ignore keepdims as the spec says"
             )
         self.config.note(
