@@ -145,7 +145,7 @@ def read_model_proto(
         raise ModelError(f"{label}: not an ONNX model (no IR version)")
     _check_external_data(proto, base_dir, label)
     if check:
-        _run_checker(proto, label)
+        _run_checker(proto if base_dir is None else os.fspath(source), label)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
@@ -154,9 +154,10 @@ def read_model_proto(
     return proto
 
 
-def _run_checker(proto: onnx.ModelProto, label: str) -> None:
-    # Checked without external data: the locations were validated above, and the
-    # in-memory checker cannot take a model whose weights exceed 2 GiB.
+def _run_checker(proto: onnx.ModelProto | str, label: str) -> None:
+    # Checked before external data is loaded (the locations were validated above), by
+    # path when there is one: the checker resolves external files against the model's
+    # folder then, and never needs the weights in memory.
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as e:

@@ -1,0 +1,228 @@
+"""Every subcommand and exit code of the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from seqlower.cli import main
+from seqlower.demo import build_demo_model
+from tests.conftest import requires_ort
+from tests.helpers import FLOAT, INT64, model, seq, t
+
+
+@pytest.fixture
+def seq_model(tmp_path):
+    p = tmp_path / "seq.onnx"
+    onnx.save(build_demo_model(), p)
+    return p
+
+
+@pytest.fixture
+def tensor_model(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [t("x", FLOAT, ["n", 3])], [t("y", FLOAT, ["n", 3])])
+    p = tmp_path / "relu.onnx"
+    onnx.save(m, p)
+    return p
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_exit_codes(capsys, seq_model, tensor_model):
+    code, out, _ = cli(capsys, "check", seq_model)
+    assert code == 1 and "SplitToSequence node 'split'" in out
+    code, out, _ = cli(capsys, "check", tensor_model)
+    assert code == 0 and "tensor-only" in out
+    code, out, _ = cli(capsys, "check", tensor_model, seq_model, "--json")
+    doc = json.loads(out)
+    assert code == 1 and not doc["tensor_only"] and doc["models"][str(tensor_model)]["tensor_only"]
+
+
+def test_check_sees_subgraphs_functions_and_optional_types(capsys, tmp_path):
+    then_b = helper.make_graph([helper.make_node("SequenceConstruct", ["x"], ["s"])], "then", [], [seq("s")])
+    else_b = helper.make_graph([helper.make_node("SequenceConstruct", ["x", "x"], ["s"])], "else", [], [seq("s")])
+    fn = helper.make_function("local", "f", ["a"], ["b"], [helper.make_node("OptionalHasElement", ["a"], ["b"])],
+                              opset_imports=[helper.make_opsetid("", 18)])
+    nodes = [helper.make_node("If", ["c"], ["s"], then_branch=then_b, else_branch=else_b),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+             helper.make_node("f", ["y"], ["has"], domain="local")]
+    m = model(nodes, [t("c", 9, []), t("x", FLOAT, [2])], [t("y", FLOAT, [None]), t("has", 9, [])],
+              opset=18, functions=[fn])
+    p = tmp_path / "nested.onnx"
+    onnx.save(m, p)
+    code, out, _ = cli(capsys, "check", p, "--json")
+    ops = json.loads(out)["models"][str(p)]["ops"]
+    graphs = {o["op_type"]: o["graph"] for o in ops}
+    assert code == 1
+    assert "then_branch" in graphs["SequenceConstruct"] and graphs["OptionalHasElement"] == "function local::f"
+
+
+def test_inspect(capsys, seq_model):
+    code, out, _ = cli(capsys, "inspect", seq_model)
+    assert code == 0 and "chunks: seq(tensor(float" in out and "from SplitToSequence node 'split'" in out
+    code, out, _ = cli(capsys, "inspect", seq_model, "--json")
+    doc = json.loads(out)
+    assert {v["name"] for v in doc["values"]} >= {"chunks", "with_y", "trimmed", "shifted_seq"}
+
+
+def test_inspect_reports_keepdims_policy_nodes(capsys, tmp_path):
+    m = model([helper.make_node("SplitToSequence", ["x", "k"], ["s"], keepdims=0),
+               helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1)],
+              [t("x", FLOAT, [3, 2]), t("k", INT64, [])], [t("y", FLOAT, [3, 2])])
+    p = tmp_path / "unbind.onnx"
+    onnx.save(m, p)
+    code, out, _ = cli(capsys, "inspect", p)
+    assert code == 0 and "keepdims policy decides" in out
+
+
+def test_verify_same_model_prints_report(capsys, seq_model):
+    code, out, _ = cli(capsys, "verify", seq_model, seq_model)
+    assert code == 0 and "EQUIVALENT (3 of 3 samples compared)" in out and "max abs" in out and "joined" in out
+    code, out, _ = cli(capsys, "verify", seq_model, seq_model, "--json", "--samples", "2")
+    doc = json.loads(out)
+    assert doc["equivalent"] and doc["compared"] == 2 and doc["samples"][0]["outputs"][0]["name"] == "joined"
+
+
+def test_verify_different_models_exits_1(capsys, tmp_path, seq_model):
+    m = build_demo_model()
+    m.graph.initializer[-1].float_data[:] = []
+    other = onnx.numpy_helper.from_array(np.linspace(-1, 1.5, 4, dtype=np.float32), "bias")
+    m.graph.initializer[-1].CopyFrom(other)
+    p = tmp_path / "other.onnx"
+    onnx.save(m, p)
+    code, out, _ = cli(capsys, "verify", seq_model, p)
+    assert code == 1 and "NOT EQUIVALENT" in out and "DIFFERENT" in out
+    code, out, _ = cli(capsys, "verify", seq_model, p, "--atol", "1")
+    assert code == 0
+
+
+def test_verify_interface_mismatch(capsys, seq_model, tensor_model):
+    code, out, _ = cli(capsys, "verify", seq_model, tensor_model)
+    assert code == 1 and "inputs differ" in out
+
+
+def test_verify_with_given_inputs_and_dims(capsys, tmp_path, tensor_model):
+    np.savez(tmp_path / "x.npz", x=np.arange(-3, 3, dtype=np.float32).reshape(2, 3))
+    code, out, _ = cli(capsys, "verify", tensor_model, tensor_model, "--inputs", tmp_path / "x.npz")
+    assert code == 0 and "given #0" in out
+    code, out, _ = cli(capsys, "verify", tensor_model, tensor_model, "--dim", "n=0", "--samples", "1")
+    assert code == 0 and "float[0,3]" in out
+
+
+def test_verify_original_rejecting_every_sample(capsys, tmp_path):
+    m = model([helper.make_node("SequenceConstruct", ["x"], ["s"]), helper.make_node("SequenceAt", ["s", "p"], ["y"])],
+              [t("x", FLOAT, [2]), t("p", INT64, [])], [t("y", FLOAT, [2])])
+    p = tmp_path / "at.onnx"
+    onnx.save(m, p)
+    np.savez(tmp_path / "bad.npz", x=np.ones(2, np.float32), p=np.array(5))
+    code, out, _ = cli(capsys, "verify", p, p, "--inputs", tmp_path / "bad.npz")
+    assert code == 1 and "original failed" in out and "NOT PROVEN" in out
+
+
+def test_run_prints_and_saves(capsys, tmp_path, seq_model):
+    code, out, _ = cli(capsys, "run", seq_model, "--save", tmp_path / "out")
+    assert code == 0 and "joined: float[5,4]" in out and "count: int64[]" in out
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "input_0.pb", "input_1.pb", "output_0.pb", "output_1.pb"]
+    code, out2, _ = cli(capsys, "run", seq_model, "--inputs", tmp_path / "out", "--json")
+    doc = json.loads(out2)
+    assert code == 0 and doc["outputs"]["count"]["data"] == 3
+    saved = onnx.numpy_helper.to_array(onnx.load_tensor(tmp_path / "out" / "output_0.pb"))
+    assert np.allclose(saved, np.array(doc["outputs"]["joined"]["data"], np.float32))
+
+
+def test_run_reports_kernel_errors_with_exit_2(capsys, tmp_path):
+    m = model([helper.make_node("SequenceConstruct", ["x"], ["s"]), helper.make_node("SequenceAt", ["s", "p"], ["y"], name="pick")],
+              [t("x", FLOAT, [2]), t("p", INT64, [])], [t("y", FLOAT, [2])])
+    p = tmp_path / "at.onnx"
+    onnx.save(m, p)
+    np.savez(tmp_path / "bad.npz", x=np.ones(2, np.float32), p=np.array(5))
+    code, _, err = cli(capsys, "run", p, "--inputs", tmp_path / "bad.npz")
+    assert code == 2 and "SequenceAt node 'pick': position 5 is out of range" in err and err.count("\n") == 1
+
+
+@requires_ort
+def test_run_on_onnxruntime(capsys, seq_model):
+    code, out, _ = cli(capsys, "run", seq_model, "--backend", "onnxruntime")
+    assert code == 0 and "joined: float[5,4]" in out
+
+
+def test_lower_writes_output_and_report(capsys, tmp_path, seq_model):
+    out_path, report = tmp_path / "low.onnx", tmp_path / "r.json"
+    before = seq_model.read_bytes()
+    code, out, _ = cli(capsys, "lower", seq_model, "-o", out_path, "--report", report, "--verify")
+    assert code == 0 and out_path.exists() and seq_model.read_bytes() == before
+    doc = json.loads(report.read_text())
+    assert "verify" in doc and doc["verify"]["equivalent"]
+    assert {r["op"] for r in doc["remaining"] if "op" in r} >= {"SplitToSequence", "SequenceMap"}
+    onnx.checker.check_model(onnx.load(out_path), full_check=True)
+
+
+def test_lower_refuses_overwriting_its_input(capsys, seq_model):
+    code, _, err = cli(capsys, "lower", seq_model, "-o", seq_model)
+    assert code == 2 and "output path is the input model" in err
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "empty file"), (b"not a model at all", "not an ONNX model"), (None, "no such file")])
+def test_bad_model_files_exit_2_with_one_line(capsys, tmp_path, content, message):
+    p = tmp_path / "bad.onnx"
+    if content is not None:
+        p.write_bytes(content)
+    for argv in (["check", p], ["inspect", p], ["run", p], ["verify", p, p], ["lower", p, "-o", tmp_path / "o.onnx"]):
+        code, _, err = cli(capsys, *argv)
+        assert code == 2 and message in err and str(p) in err and err.count("\n") == 1, argv
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_truncated_model_and_missing_external_data(capsys, tmp_path, seq_model):
+    data = seq_model.read_bytes()
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(data[: len(data) - 40])
+    code, _, err = cli(capsys, "check", cut)
+    assert code == 2 and "cut.onnx" in err
+    m = build_demo_model()
+    onnx.save_model(m, tmp_path / "ext.onnx", save_as_external_data=True, location="ext.bin", size_threshold=0)
+    (tmp_path / "ext.bin").unlink()
+    code, _, err = cli(capsys, "lower", tmp_path / "ext.onnx", "-o", tmp_path / "o.onnx")
+    assert code == 2 and "external data file 'ext.bin' is missing" in err
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_demo(capsys, tmp_path):
+    code, out, _ = cli(capsys, "demo", "--out", tmp_path)
+    assert code == 0 and "EQUIVALENT" in out and (tmp_path / "demo.lowered.onnx").exists()
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["verify", "only-one.onnx"])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        main(["run", "m.onnx", "--seq-len", "-1"])
+    assert info.value.code == 2
+
+
+def test_every_subcommand_help_has_examples(capsys):
+    for cmd in ("lower", "verify", "run", "inspect", "check", "demo"):
+        with pytest.raises(SystemExit) as info:
+            main([cmd, "--help"])
+        out = capsys.readouterr().out
+        assert info.value.code == 0 and "examples:" in out and f"seqlower {cmd}" in out
+
+
+def test_console_script_gives_no_traceback(tmp_path):
+    p = tmp_path / "junk.onnx"
+    p.write_bytes(b"\x08\x96\x01junk")
+    proc = subprocess.run([sys.executable, "-m", "seqlower", "check", str(p)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "junk.onnx" in proc.stderr

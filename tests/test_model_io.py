@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from seqlower.errors import ModelError
+from seqlower.model_io import load_model, read_model_proto, save_model, to_proto
+from tests.helpers import FLOAT, model, t
+
+
+def weights_model(opset=13, ir=7):
+    w = numpy_helper.from_array(np.arange(1024, dtype=np.float32), "w")
+    return model([helper.make_node("Add", ["x", "w"], ["y"])], [t("x", FLOAT, [1024])], [t("y", FLOAT, [1024])],
+                 initializer=[w], opset=opset, ir_version=ir)
+
+
+def save_external(m, folder, location="w.bin"):
+    onnx.save_model(m, folder / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=location, size_threshold=0)
+    return folder / "m.onnx"
+
+
+def test_round_trip_keeps_ir_version_and_opsets(tmp_path):
+    m = weights_model(opset=11, ir=6)
+    save_model(load_model(m.SerializeToString()), tmp_path / "o.onnx")
+    back = onnx.load(tmp_path / "o.onnx")
+    assert back.ir_version == 6 and back.opset_import[0].version == 11
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_external_data_inside_folder_loads(tmp_path):
+    path = save_external(weights_model(), tmp_path)
+    proto = read_model_proto(path)
+    assert numpy_helper.to_array(proto.graph.initializer[0])[5] == 5
+    ir_model = load_model(path)
+    out = tmp_path / "out" / "o.onnx"
+    out.parent.mkdir()
+    save_model(ir_model, out)  # external weights are written beside the output
+    assert (out.parent / "o.onnx.data").exists()
+    assert numpy_helper.to_array(read_model_proto(out).graph.initializer[0])[7] == 7
+
+
+@pytest.mark.parametrize("location, message", [
+    ("/etc/passwd", "absolute"),
+    ("../outside.bin", "outside the model's folder"),
+])
+def test_external_data_escaping_the_folder_is_refused(tmp_path, location, message):
+    (tmp_path / "sub").mkdir()
+    path = save_external(weights_model(), tmp_path / "sub")
+    m = onnx.load(path, load_external_data=False)
+    for e in m.graph.initializer[0].external_data:
+        if e.key == "location":
+            e.value = location
+    path.write_bytes(m.SerializeToString())
+    with pytest.raises(ModelError, match=message):
+        read_model_proto(path)
+
+
+def test_external_data_symlink_out_is_refused(tmp_path):
+    (tmp_path / "sub").mkdir()
+    path = save_external(weights_model(), tmp_path / "sub")
+    (tmp_path / "secret.bin").write_bytes((tmp_path / "sub" / "w.bin").read_bytes())
+    (tmp_path / "sub" / "w.bin").unlink()
+    os.symlink(tmp_path / "secret.bin", tmp_path / "sub" / "w.bin")
+    with pytest.raises(ModelError, match="outside the model's folder"):
+        read_model_proto(path)
+
+
+def test_external_data_missing_or_truncated(tmp_path):
+    path = save_external(weights_model(), tmp_path)
+    data = (tmp_path / "w.bin").read_bytes()
+    (tmp_path / "w.bin").write_bytes(data[:100])
+    with pytest.raises(ModelError, match="truncated"):
+        read_model_proto(path)
+    (tmp_path / "w.bin").unlink()
+    with pytest.raises(ModelError, match="missing"):
+        read_model_proto(path)
+    with pytest.raises(ModelError, match="load the model from its file path"):
+        read_model_proto(path.read_bytes())
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "empty file"),
+    (b"\x00\xff\xfe garbage", "not an ONNX model"),
+    (onnx.TensorProto(name="t").SerializeToString(), "not an ONNX model"),
+])
+def test_unreadable_models(tmp_path, data, message):
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(data)
+    with pytest.raises(ModelError, match=message) as info:
+        read_model_proto(p)
+    assert str(p) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_truncated_and_invalid_models(tmp_path):
+    full = weights_model().SerializeToString()
+    p = tmp_path / "cut.onnx"
+    p.write_bytes(full[: len(full) // 2])
+    with pytest.raises(ModelError, match="cut.onnx"):
+        read_model_proto(p)
+    bad = weights_model()
+    bad.graph.node[0].input.append("nowhere")  # Add with three inputs
+    with pytest.raises(ModelError, match="invalid model"):
+        read_model_proto(bad)
+    with pytest.raises(ModelError, match="no such file"):
+        read_model_proto(tmp_path / "missing.onnx")
+    with pytest.raises(ModelError, match="is a folder"):
+        read_model_proto(tmp_path)
+
+
+def test_save_is_atomic_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "o.onnx"
+    target.write_bytes(b"previous")
+
+    def boom(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(ModelError, match="No space left"):
+        save_model(weights_model(), target)
+    assert target.read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["o.onnx"]
+    with pytest.raises(ModelError, match="does not exist"):
+        save_model(weights_model(), tmp_path / "nope" / "o.onnx")
+
+
+def test_large_models_get_external_data(tmp_path, monkeypatch):
+    import seqlower.model_io as mio
+
+    monkeypatch.setattr(mio, "PROTOBUF_LIMIT", 1000)
+    save_model(load_model(weights_model()), tmp_path / "big.onnx")
+    assert (tmp_path / "big.onnx.data").stat().st_size == 4096
+    assert to_proto(load_model(tmp_path / "big.onnx")).graph.initializer[0].data_location == onnx.TensorProto.EXTERNAL
