@@ -200,3 +200,11 @@ def test_loop_scan_and_carried(trip, shape, cond):
               [t("acc", FLOAT, list(shape)), t("scans", FLOAT, [None, *shape])], opset=13)
     feeds = {"M": np.array(trip), "cond": np.array(cond), "acc0": arr(shape, 1), "x": arr(shape, 2)}
     assert_agree(*both(m, feeds))
+
+
+@pytest.mark.parametrize("lens", [[5, 1], [-1, 2], [1, 1, 1], [1]])
+def test_reverse_sequence_invalid_lengths_rejected_by_both(lens):
+    m = single("ReverseSequence", [t("x", FLOAT, [3, 2]), t("lens", INT64, ["b"])], [t("y", FLOAT, [3, 2])])
+    ours, theirs = both(m, {"x": arr((3, 2)), "lens": np.array(lens, np.int64)})
+    assert isinstance(ours, ExecutionError) and isinstance(theirs, ExecutionError)
+    assert "ReverseSequence node" in str(ours)
