@@ -15,7 +15,8 @@ from tests.conftest import requires_ort
 from tests.helpers import BOOL, FLOAT, INT64, body, const, model, seq, single, t
 
 pytestmark = requires_ort
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: the same examples on every run, so CI is reproducible.
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 _CACHE: dict = {}
 
 
@@ -76,7 +77,9 @@ def test_split_to_sequence(case):
     m = single("SplitToSequence", ins, [seq("out")], axis=axis, keepdims=keepdims)
     feeds = {"x": arr(shape)} | ({"s": split} if split is not None else {})
     ours, theirs = both(m, feeds)
-    if split is not None and split.ndim == 0 and keepdims == 0 and int(split) > 1 and shape[axis] > 1:
+    a = axis % len(shape)
+    rest = int(np.prod(shape[:a] + shape[a + 1 :]))  # elements per slice along the split axis
+    if split is not None and split.ndim == 0 and keepdims == 0 and int(split) > 1 and shape[axis] > 1 and rest > 0:
         # Deviation: with keepdims=0 onnxruntime squeezes chunks of a scalar split, which
         # fails (a bad reshape) as soon as a chunk has more than one entry.
         assert isinstance(theirs, ExecutionError) and not isinstance(ours, Exception)
