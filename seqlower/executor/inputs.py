@@ -196,7 +196,7 @@ def _synth_tensor(tt: onnx.TypeProto.Tensor, rng, dims, default_dim, name) -> np
         return np.array(["".join(rng.choice(alphabet, rng.integers(0, 4))) for _ in range(size)], dtype=object).reshape(shape)
     if dtype == np.bool_:
         return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if dtype.kind in "iu" and dtype.itemsize >= 1 and dtype.name in np.sctypeDict:
+    if dtype.kind in "iu":
         return rng.integers(0, 4, size=shape).astype(dtype)
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
