@@ -13,7 +13,9 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from seqlower.errors import ModelError
+from passes._rewrite import REPORT_KEY
+from seqlower.analysis import Analysis, analyze, node_label
+from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_io import to_proto
 
@@ -44,32 +46,77 @@ class LowerReport:
         return {"tensor_only": self.tensor_only, **asdict(self)}
 
 
+# Each round can expose more static structure to the next (a lowered SequenceAt gives
+# the next SplitToSequence a shape; an inlined SequenceMap body gives exact shapes), so
+# the rounds repeat until nothing changes. Chains deeper than this are rare in exports.
+MAX_ROUNDS = 16
+
+
 def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
-    """The passes, in order. Stage 1 ships the pipeline and no lowering pass yet."""
-    return []
+    """The passes, in order: rounds of (infer, fold, lower Unrolled, clean up) to a
+    fixpoint, then a final shape inference so every value is typed."""
+    from passes.clean_up_graph import CleanUpGraphPass
+    from passes.fold_sequence_constants import FoldSequenceConstantsPass
+    from passes.infer_sequence_shapes import InferSequenceShapesPass
+    from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
+
+    rounds = ir.passes.PassManager(
+        [
+            InferSequenceShapesPass(),
+            FoldSequenceConstantsPass(options.keepdims_policy),
+            LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
+            CleanUpGraphPass(),
+        ],
+        steps=MAX_ROUNDS,
+        early_stop=True,
+    )
+    return [rounds, InferSequenceShapesPass()]
 
 
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
     options = options or LowerOptions()
     report = LowerReport()
-    passes = build_passes(options)
-    if passes:
-        result = ir.passes.PassManager(passes)(model)
-        model = result.model
+    model.meta[REPORT_KEY] = []
+    try:
+        result = ir.passes.PassManager(build_passes(options))(model)
+    except ir.passes.PassError as e:
+        cause = e.__cause__
+        while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, SeqlowerError):
+            raise cause from None
+        raise
+    model = result.model
+    report.rewrites = list(model.meta.get(REPORT_KEY, []))
     proto = to_proto(model)
     _check(proto)
+    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy)
     inventory = take_inventory(proto)
     for op in inventory.ops:
         report.remaining.append(
-            {"op": op.op_type, "node": op.node, "graph": op.graph, "reason": "no lowering rule for this op yet"}
+            {"op": op.op_type, "node": op.node, "graph": op.graph, "reason": _why_left(op, analysis)}
         )
         report.notes.extend(op.notes)
     for v in inventory.values:
         if v.role in ("input", "output") and v.graph == "main":
             report.remaining.append(
-                {"value": v.name, "type": v.type, "graph": v.graph, "reason": f"sequence-typed graph {v.role}"}
+                {"value": v.name, "type": v.type, "graph": v.graph, "reason": f"sequence-typed graph {v.role} (the ABI arrives in Stage 3)"}
             )
     return model, report
+
+
+def _why_left(op: Any, analysis: Analysis) -> str:
+    """The reason of the web the op touches, found by node label."""
+    for web in analysis.webs:
+        if web.reason is None:
+            continue
+        for v in web.values:
+            producer = v.producer()
+            users = [u.node for u in v.uses()]
+            for node in [producer, *users]:
+                if node is not None and node_label(node) == op.node:
+                    return web.reason
+    return "no lowering rule for this op yet"
 
 
 def lower(model: onnx.ModelProto | ir.Model, **kwargs: Any) -> onnx.ModelProto | ir.Model:

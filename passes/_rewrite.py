@@ -1,0 +1,86 @@
+"""Plumbing shared by the passes: walking graphs with their opset, replacing a node's
+tensor output while keeping graph-output names, and recording rewrites."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import onnx_ir as ir
+
+from seqlower.analysis import graph_label, node_label
+from seqlower.builder import Builder, NameAuthority, default_opset
+
+__all__ = ["Scope", "walk_scopes", "replace_output", "rewrite_record", "REPORT_KEY"]
+
+# Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
+# pipeline can report them; onnx_ir's meta is never serialized.
+REPORT_KEY = "seqlower.rewrites"
+
+
+@dataclass
+class Scope:
+    graph: ir.Graph | ir.Function
+    label: str
+    opset: int
+    main: bool
+
+    def builder(self, anchor: ir.Node | None, names: NameAuthority) -> Builder:
+        return Builder(self.graph, anchor, self.opset, names, main_graph=self.main)
+
+
+def subgraph_scopes(node: ir.Node, scope: Scope) -> Iterator[Scope]:
+    for attr in node.attributes.values():
+        graphs = (
+            [attr.as_graph()]
+            if attr.type == ir.AttributeType.GRAPH
+            else list(attr.as_graphs())
+            if attr.type == ir.AttributeType.GRAPHS
+            else []
+        )
+        for g in graphs:
+            yield Scope(g, f"{scope.label} > {node_label(node)}.{attr.name}", scope.opset, False)
+
+
+def walk_scopes(model: ir.Model) -> Iterator[Scope]:
+    """The main graph and every model-local function, with their ai.onnx opset (bodies
+    are reached by the passes themselves, in node order)."""
+    yield Scope(model.graph, "main", default_opset(model), True)
+    for f in model.functions.values():
+        yield Scope(f, graph_label(f), default_opset(model, f), False)
+
+
+def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthority, anchor: ir.Node, owned: bool) -> None:
+    """Make every use of ``old`` (a tensor output of a node being lowered) use ``new``.
+
+    A graph output keeps its name: ``new`` takes it when this rewrite made ``new`` and
+    nothing else uses it; otherwise an Identity named like ``old`` is emitted, since
+    ``new`` may be an initializer, an outer-scope value or another output.
+    """
+    if new.shape is None and old.shape is not None:
+        new.shape = old.shape
+    if old.is_graph_output():
+        outputs = scope.graph.outputs
+        if owned and not new.uses() and not new.is_graph_output() and new.producer() is not None:
+            name = old.name
+            old.name = None
+            new.name = name
+            target = new
+        else:
+            b = scope.builder(anchor, names)
+            name = old.name
+            old.name = None
+            target = b.identity(new, name or "out")
+            if name:
+                # fresh() handed out a suffixed name because `name` was still taken by `old`.
+                target.name = name
+        for i, v in enumerate(outputs):
+            if v is old:
+                outputs[i] = target
+        ir.convenience.replace_all_uses_with(old, target)
+        return
+    ir.convenience.replace_all_uses_with(old, new)
+
+
+def rewrite_record(node: ir.Node, scope: Scope, into: str, how: str) -> dict[str, str]:
+    return {"op": node.op_type, "node": node_label(node), "graph": scope.label, "into": into, "how": how}

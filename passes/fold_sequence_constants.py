@@ -1,0 +1,127 @@
+"""Fold what the sequence analysis proves constant, wherever the sequence itself stays.
+
+1. ``SequenceLength`` whose sequence has a known length -> an int64 constant, even when
+   the elements are unknown (``SplitToSequence`` with a constant 1-D split, a
+   length-preserving Loop...).
+2. ``SequenceAt`` at a constant position of a known constant element -> that constant.
+3. ``ConcatFromSequence`` of a sequence whose every element is constant -> the constant.
+4. ``ReverseSequence`` with constant inputs -> the constant.
+
+Sequences lowered Unrolled fold as they are lowered (``lower_unrolled_sequences``);
+this pass covers the ones that stay sequences (dynamic webs, model boundaries), so the
+report shows fewer ops left for Stage 3.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from seqlower.analysis import Analysis, analyze, const_array, const_position, is_default_domain, node_label
+from seqlower.builder import NameAuthority
+from seqlower.errors import ModelError
+
+__all__ = ["FoldSequenceConstantsPass", "reverse_sequence"]
+
+logger = logging.getLogger(__name__)
+
+
+def reverse_sequence(x: np.ndarray, lens: np.ndarray, batch_axis: int, time_axis: int, where: str) -> np.ndarray:
+    """ReverseSequence in numpy (SEMANTICS.md): row b's first lens[b] steps reversed."""
+    if x.ndim < 2:
+        raise ModelError(f"{where}: input must have rank >= 2, got {x.ndim}")
+    if {batch_axis, time_axis} != {0, 1}:
+        raise ModelError(f"{where}: batch_axis and time_axis must be 0 and 1 in some order")
+    if lens.dtype != np.int64 or lens.shape != (x.shape[batch_axis],):
+        raise ModelError(f"{where}: sequence_lens must be int64 of shape [{x.shape[batch_axis]}]")
+    steps = x.shape[time_axis]
+    out = x.copy()
+    for b, n in enumerate(lens.tolist()):
+        if not 0 <= n <= steps:
+            raise ModelError(f"{where}: sequence_lens[{b}] = {n} is out of range [0, {steps}]")
+        idx = [slice(None)] * x.ndim
+        idx[batch_axis] = b
+        idx[time_axis] = slice(0, n)
+        src = [slice(None)] * x.ndim
+        src[batch_axis] = b
+        src[time_axis] = slice(n - 1, None, -1) if n else slice(0, 0)
+        out[tuple(idx)] = x[tuple(src)]
+    return out
+
+
+class FoldSequenceConstantsPass(ir.passes.InPlacePass):
+    """Replace sequence reads and ReverseSequence by constants where the analysis proves them."""
+
+    def __init__(self, keepdims_policy: str = "auto") -> None:
+        super().__init__()
+        self.keepdims_policy = keepdims_policy
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        analysis = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
+        names = NameAuthority(model)
+        records: list[dict[str, str]] = []
+        for scope in walk_scopes(model):
+            self._graph(scope, analysis, names, records)
+        model.meta.setdefault(REPORT_KEY, []).extend(records)
+        return ir.passes.PassResult(model, bool(records))
+
+    def _graph(self, scope: Scope, analysis: Analysis, names: NameAuthority, records: list[dict[str, str]]) -> None:
+        folded: list[ir.Node] = []
+        for node in list(scope.graph):
+            for sub in subgraph_scopes(node, scope):
+                self._graph(sub, analysis, names, records)
+            if not is_default_domain(node):
+                continue
+            value = self._try_fold(node, analysis)
+            if value is None:
+                continue
+            out = node.outputs[0]
+            b = scope.builder(node, names)
+            new = b.constant(value, out.name or "folded")
+            replace_output(out, new, scope, names, node, owned=not scope.main)
+            records.append(rewrite_record(node, scope, "constant", "folded"))
+            folded.append(node)
+        for node in reversed(folded):
+            scope.graph.remove(node, safe=True)
+
+    def _try_fold(self, node: ir.Node, analysis: Analysis) -> np.ndarray | None:
+        op = node.op_type
+        if op == "ReverseSequence":
+            return self._try_reverse_sequence(node)
+        if op not in ("SequenceLength", "SequenceAt", "ConcatFromSequence") or not node.inputs:
+            return None
+        info = analysis.info.get(node.inputs[0]) if node.inputs[0] is not None else None
+        if info is None or info.length is None:
+            return None
+        if op == "SequenceLength":
+            return np.array(info.length, dtype=np.int64)
+        if op == "SequenceAt":
+            pos = const_position(node.inputs[1], node) if len(node.inputs) > 1 else None
+            if pos is None or not -info.length <= pos < info.length or info.consts is None:
+                return None
+            return info.consts[pos]
+        if not info.all_const or info.length == 0:
+            return None
+        axis = node.attributes["axis"].as_int() if "axis" in node.attributes else None
+        if axis is None:
+            return None
+        new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
+        arrays = list(info.consts or ())
+        try:
+            out = np.stack(arrays, axis=axis) if new_axis else np.concatenate(arrays, axis=axis)
+        except (ValueError, np.exceptions.AxisError) as e:
+            raise ModelError(f"{node_label(node)}: elements do not fit together ({e})") from None
+        return out.astype(arrays[0].dtype, copy=False)
+
+    def _try_reverse_sequence(self, node: ir.Node) -> np.ndarray | None:
+        if len(node.inputs) != 2:
+            return None
+        x, lens = const_array(node.inputs[0]), const_array(node.inputs[1])
+        if x is None or lens is None:
+            return None
+        batch_axis = node.attributes["batch_axis"].as_int() if "batch_axis" in node.attributes else 1
+        time_axis = node.attributes["time_axis"].as_int() if "time_axis" in node.attributes else 0
+        return reverse_sequence(x, lens, batch_axis, time_axis, node_label(node))

@@ -1,0 +1,163 @@
+"""Shape inference that keeps sequence types and adds what only seqlower knows.
+
+1. Runs ``onnx.shape_inference`` (through onnx_ir's C-API helper, which keeps big
+   initializers out of the serialized copy) and merges the result dim by dim, never
+   replacing a known dim by an unknown one. Unlike onnx_ir's ``ShapeInferencePass``,
+   a sequence value keeps its ``SequenceType`` (that pass sets ``dtype``, which turns
+   it into a tensor type the checker then rejects).
+2. Gives every sequence value the element dtype and merged element shape of its
+   SeqInfo: exact shapes after inserts into ``SequenceEmpty``, which onnx loses.
+3. ``SequenceAt`` at a constant position gets that element's shape, and
+   ``ConcatFromSequence`` of a sequence of known length gets its concatenated axis as
+   a sum (onnx leaves both unknown).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx
+import onnx_ir as ir
+
+from passes._rewrite import subgraph_scopes, walk_scopes
+from seqlower.analysis import Analysis, SeqInfo, analyze, const_position, is_default_domain
+from seqlower.builder import merge_shapes
+from seqlower.errors import ModelError
+
+__all__ = ["InferSequenceShapesPass", "refine_shape"]
+
+logger = logging.getLogger(__name__)
+
+
+def refine_shape(old: ir.Shape | None, new: ir.Shape | None) -> ir.Shape | None:
+    """``new`` where it knows more, ``old`` where it knows more; None if they disagree on rank."""
+    if new is None:
+        return old
+    if old is None:
+        return new
+    if old.rank() != new.rank():
+        return old
+    dims = []
+    for a, b in zip(old.dims, new.dims):
+        if isinstance(a, int):
+            dims.append(a)
+        elif isinstance(b, int):
+            dims.append(b)
+        elif isinstance(a, ir.SymbolicDim) and a.value is not None:
+            dims.append(a)
+        else:
+            dims.append(b)
+    return ir.Shape(dims)
+
+
+class InferSequenceShapesPass(ir.passes.InPlacePass):
+    """Types and shapes on every value; sequence values stay sequences."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = self._onnx_inference(model)
+        analysis = analyze(model, max_unroll=0)
+        modified |= self._apply_analysis(model, analysis)
+        return ir.passes.PassResult(model, modified)
+
+    def _onnx_inference(self, model: ir.Model) -> bool:
+        def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+            return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+
+        try:
+            from onnx_ir.passes.common import _c_api_utils
+
+            inferred = ir.serde.deserialize_model(_c_api_utils.call_onnx_api(infer, model))
+        except Exception as e:  # noqa: BLE001 - inference is best effort; the checker judges later
+            logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
+            return False
+        modified = False
+        for original, found in zip(model.graphs(), inferred.graphs()):
+            known = ir.convenience.create_value_mapping(found)
+            for name, value in ir.convenience.create_value_mapping(original).items():
+                other = known.get(name)
+                if other is None or other.type is None:
+                    continue
+                if value.type is None:
+                    value.type = other.type
+                    modified = True
+                elif isinstance(value.type, ir.SequenceType) != isinstance(other.type, ir.SequenceType):
+                    continue
+                shape = refine_shape(value.shape, other.shape)
+                if shape != value.shape:
+                    value.shape = shape
+                    modified = True
+        return modified
+
+    def _apply_analysis(self, model: ir.Model, analysis: Analysis) -> bool:
+        modified = False
+        for value, info in analysis.info.items():
+            if info.dtype is not None and not isinstance(value.type, ir.SequenceType):
+                value.type = ir.SequenceType(ir.TensorType(info.dtype))
+                modified = True
+            shape = refine_shape(value.shape, info.elem_shape)
+            if shape != value.shape:
+                value.shape = shape
+                modified = True
+        for scope in walk_scopes(model):
+            modified |= self._reads(scope.graph, scope, analysis)
+        return modified
+
+    def _reads(self, graph: ir.Graph | ir.Function, scope, analysis: Analysis) -> bool:
+        modified = False
+        for node in graph:
+            for sub in subgraph_scopes(node, scope):
+                modified |= self._reads(sub.graph, sub, analysis)
+            if not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
+                continue
+            info = analysis.info.get(node.inputs[0])
+            if info is None:
+                continue
+            shape = None
+            if node.op_type == "SequenceAt" and info.shapes is not None and len(node.inputs) > 1:
+                try:
+                    pos = const_position(node.inputs[1], node)
+                except ModelError:
+                    pos = None
+                if pos is not None and -len(info.shapes) <= pos < len(info.shapes):
+                    shape = info.shapes[pos]
+            elif node.op_type == "ConcatFromSequence":
+                shape = _concat_shape(node, info)
+            if shape is not None:
+                out = node.outputs[0]
+                new = refine_shape(out.shape, shape)
+                if out.type is None and info.dtype is not None:
+                    out.type = ir.TensorType(info.dtype)
+                    modified = True
+                if new != out.shape:
+                    out.shape = new
+                    modified = True
+        return modified
+
+
+def _concat_shape(node: ir.Node, info: SeqInfo) -> ir.Shape | None:
+    if info.shapes is None or not info.shapes or any(s is None for s in info.shapes) or "axis" not in node.attributes:
+        return None
+    shapes = list(info.shapes)
+    rank = shapes[0].rank()
+    if any(s.rank() != rank for s in shapes):
+        return None
+    axis = node.attributes["axis"].as_int()
+    new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
+    r = rank + 1 if new_axis else rank
+    if not -r <= axis < r or r == 0:
+        return None
+    a = axis % r
+    if new_axis:
+        merged = merge_shapes(shapes)
+        if merged is None:
+            return None
+        dims = list(merged.dims)
+        dims.insert(a, len(shapes))
+        return ir.Shape(dims)
+    rest = merge_shapes([ir.Shape([d for i, d in enumerate(s.dims) if i != a]) for s in shapes])
+    along = [s.dims[a] for s in shapes]
+    if rest is None:
+        return None
+    dims = list(rest.dims)
+    dims.insert(a, sum(along) if all(isinstance(d, int) for d in along) else None)
+    return ir.Shape(dims)

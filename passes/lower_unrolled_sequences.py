@@ -1,0 +1,465 @@
+"""Lower sequences whose length and positions are known at compile time (Unrolled).
+
+Each sequence value of a web the analysis decided to unroll becomes a Python list of
+tensor values; the sequence ops become list operations at compile time and a few
+tensor nodes. One rule per op (the table ``RULES``):
+
+1. ``SplitToSequence`` -> ``Split`` with explicit sizes (+ ``Squeeze`` per chunk when
+   the chunks lose the axis: keepdims=0 without split, or the keepdims policy).
+2. ``SequenceEmpty``, ``SequenceConstruct``, ``SequenceInsert``, ``SequenceErase``,
+   ``Identity`` -> list operations (negative positions normalised); no node.
+3. ``SequenceAt`` -> the element itself; ``SequenceLength`` -> a constant.
+4. ``ConcatFromSequence`` -> ``Concat`` (``Unsqueeze`` first when new_axis=1).
+5. ``SequenceMap`` -> its body inlined once per element.
+6. ``If`` with sequence outputs -> one tensor output per element.
+
+Constant elements stay numpy arrays until a tensor op needs them, so an all-constant
+chain folds into one initializer. Before::
+
+    s0 = SequenceEmpty()
+    s1 = SequenceInsert(s0, a)          # a, b constants
+    s2 = SequenceInsert(s1, b, zero)
+    y  = ConcatFromSequence<axis=0>(s2)
+
+After::
+
+    y = initializer concat([b, a])
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+from onnx_ir import _cloner
+
+from passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from seqlower.analysis import (
+    Analysis,
+    analyze,
+    const_array,
+    const_position,
+    is_default_domain,
+    node_label,
+    split_sizes,
+    split_squeezes,
+)
+from seqlower.builder import Builder, NameAuthority, merge_shapes
+from seqlower.errors import ModelError
+
+__all__ = ["LowerUnrolledSequencesPass"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Elem:
+    """One element of an unrolled sequence: a tensor value, a constant, or both."""
+
+    value: ir.Value | None
+    const: np.ndarray | None
+    shape: ir.Shape | None
+    dtype: ir.DataType | None
+
+    @staticmethod
+    def of(v: ir.Value) -> Elem:
+        c = const_array(v)
+        return Elem(v, c, ir.Shape(c.shape) if c is not None else v.shape, v.dtype)
+
+    @staticmethod
+    def constant(c: np.ndarray) -> Elem:
+        return Elem(None, c, ir.Shape(c.shape), ir.DataType.from_numpy(c.dtype))
+
+
+class LowerUnrolledSequencesPass(ir.passes.InPlacePass):
+    """Rewrite every Unrolled web (see ``seqlower.analysis``) into tensor ops."""
+
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto") -> None:
+        super().__init__()
+        self.max_unroll = max_unroll
+        self.keepdims_policy = keepdims_policy
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy)
+        if not any(w.unrolled for w in analysis.webs):
+            return ir.passes.PassResult(model, False)
+        lowerer = _Lowerer(model, analysis, self.keepdims_policy)
+        for scope in walk_scopes(model):
+            lowerer.graph(scope)
+        model.meta.setdefault(REPORT_KEY, []).extend(lowerer.records)
+        return ir.passes.PassResult(model, lowerer.modified)
+
+
+class _Lowerer:
+    def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
+        self.model = model
+        self.analysis = analysis
+        self.policy = policy
+        self.names = NameAuthority(model)
+        self.elems: dict[ir.Value, list[Elem]] = {}
+        self.records: list[dict[str, str]] = []
+        self.modified = False
+        self._materialized: dict[tuple[int, int], ir.Value] = {}
+
+    # -- walking ------------------------------------------------------------------------
+
+    def graph(self, scope: Scope) -> None:
+        lowered: list[ir.Node] = []
+        for node in list(scope.graph):
+            for sub in subgraph_scopes(node, scope):
+                self.graph(sub)
+            if not is_default_domain(node) or not self._touches_unrolled(node):
+                continue
+            rule = RULES.get(node.op_type)
+            if rule is None:  # the analysis only unrolls webs whose every user has a rule
+                raise AssertionError(f"no Unrolled rule for {node_label(node)}")
+            b = scope.builder(node, self.names)
+            how = rule(self, node, b, scope)
+            self.records.append(rewrite_record(node, scope, "unrolled", how))
+            lowered.append(node)
+            self.modified = True
+        if lowered:
+            scope.graph.remove(lowered, safe=True)
+
+    def _touches_unrolled(self, node: ir.Node) -> bool:
+        return any(self.analysis.unrolled(v) for v in (*node.inputs, *node.outputs))
+
+    # -- elements -----------------------------------------------------------------------
+
+    def materialize(self, e: Elem, b: Builder, name: str) -> ir.Value:
+        if e.value is not None:
+            return e.value
+        key = (id(e), id(b.graph))
+        v = self._materialized.get(key)
+        if v is None:
+            assert e.const is not None
+            v = b.constant(e.const, name)
+            self._materialized[key] = v
+        return v
+
+    def seq(self, v: ir.Value | None) -> list[Elem]:
+        assert v is not None and v in self.elems, f"sequence {v} was not lowered before its use"
+        return self.elems[v]
+
+    def replace(self, node: ir.Node, new: ir.Value, b: Builder, scope: Scope, owned: bool) -> None:
+        replace_output(node.outputs[0], new, scope, self.names, node, owned)
+
+    def constant_output(self, node: ir.Node, array: np.ndarray, b: Builder, scope: Scope) -> None:
+        out = node.outputs[0]
+        v = b.constant(array, out.name or "folded")
+        self.replace(node, v, b, scope, owned=not scope.main)
+
+
+# -- rules --------------------------------------------------------------------------------
+
+
+def _split_to_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    x = node.inputs[0]
+    out = node.outputs[0]
+    info = lw.analysis.info[out]
+    axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
+    shape = x.shape
+    xc = const_array(x)
+    if xc is not None:
+        shape = ir.Shape(xc.shape)
+    if shape is not None:
+        axis %= shape.rank()
+    has_split = len(node.inputs) > 1 and node.inputs[1] is not None
+    split = const_array(node.inputs[1]) if has_split else None
+    dim = shape.dims[axis] if shape is not None else None
+    sizes = split_sizes(node, dim if isinstance(dim, int) else None, split, has_split)
+    assert sizes is not None and len(sizes) == info.length, "the analysis unrolled a split of unknown sizes"
+    squeeze = split_squeezes(node, sizes, shape, axis, lw.policy)
+    assert squeeze is not None
+    base = out.name or "chunk"
+    if xc is not None:
+        bounds = np.cumsum([0, *sizes])
+        chunks = [np.take(xc, np.arange(lo, hi), axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        if squeeze:
+            chunks = [np.squeeze(c, axis=axis) for c in chunks]
+        lw.elems[out] = [Elem.constant(c) for c in chunks]
+        return "folded"
+    if not sizes:
+        lw.elems[out] = []
+        return "empty"
+    parts = b.split(x, sizes, axis, [f"{base}_{i}" for i in range(len(sizes))], f"{base}_split")
+    if squeeze:
+        parts = [b.squeeze(p, [axis], f"{base}_{i}_squeezed") for i, p in enumerate(parts)]
+    lw.elems[out] = [Elem(p, None, p.shape, p.dtype) for p in parts]
+    return "Split + Squeeze" if squeeze else "Split"
+
+
+def _sequence_empty(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    lw.elems[node.outputs[0]] = []
+    return "list"
+
+
+def _sequence_construct(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    lw.elems[node.outputs[0]] = [Elem.of(v) for v in node.inputs if v is not None]
+    return "list"
+
+
+def _identity(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    lw.elems[node.outputs[0]] = lw.seq(node.inputs[0])
+    return "list"
+
+
+def _position(node: ir.Node, index: int) -> int | None:
+    v = node.inputs[index] if len(node.inputs) > index else None
+    return None if v is None else const_position(v, node)
+
+
+def _sequence_insert(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    items = list(lw.seq(node.inputs[0]))
+    p = _position(node, 2)
+    n = len(items)
+    p = n if p is None else (p + n if p < 0 else p)
+    items.insert(p, Elem.of(node.inputs[1]))
+    lw.elems[node.outputs[0]] = items
+    return "list"
+
+
+def _sequence_erase(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    items = list(lw.seq(node.inputs[0]))
+    p = _position(node, 1)
+    n = len(items)
+    if n == 0:
+        raise ModelError(f"{node_label(node)}: erases from an empty sequence")
+    p = n - 1 if p is None else p
+    if not -n <= p < n:
+        raise ModelError(f"{node_label(node)}: position {p} is out of range [-{n}, {n - 1}]")
+    del items[p]
+    lw.elems[node.outputs[0]] = items
+    return "list"
+
+
+def _sequence_at(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    items = lw.seq(node.inputs[0])
+    p = _position(node, 1)
+    n = len(items)
+    assert p is not None
+    if not -n <= p < n:
+        raise ModelError(f"{node_label(node)}: position {p} is out of range [-{n}, {n - 1}]")
+    e = items[p]
+    if e.value is None:
+        assert e.const is not None
+        lw.constant_output(node, e.const, b, scope)
+        return "folded"
+    lw.replace(node, e.value, b, scope, owned=False)
+    return "element"
+
+
+def _sequence_length(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    lw.constant_output(node, np.array(len(lw.seq(node.inputs[0])), dtype=np.int64), b, scope)
+    return "folded"
+
+
+def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    items = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    if not items:
+        raise ModelError(f"{node_label(node)}: concatenates an empty sequence (an error on every runtime)")
+    axis = node.attributes["axis"].as_int()
+    new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
+    ranks = {e.shape.rank() for e in items if e.shape is not None}
+    if len(ranks) > 1:
+        raise ModelError(f"{node_label(node)}: elements have different ranks {sorted(ranks)}")
+    rank = next(iter(ranks), None)
+    if rank is not None:
+        lo, hi = (-rank - 1, rank) if new_axis else (-rank, rank - 1)
+        if not lo <= axis <= hi:
+            raise ModelError(f"{node_label(node)}: axis {axis} is out of range [{lo}, {hi}]")
+        if rank == 0 and not new_axis:
+            raise ModelError(f"{node_label(node)}: cannot concatenate scalars without new_axis=1")
+    if all(e.const is not None for e in items):
+        arrays = [e.const for e in items]
+        try:
+            folded = np.stack(arrays, axis=axis) if new_axis else np.concatenate(arrays, axis=axis)
+        except ValueError as err:
+            raise ModelError(f"{node_label(node)}: elements do not fit together ({err})") from None
+        lw.constant_output(node, folded.astype(arrays[0].dtype, copy=False), b, scope)
+        return "folded"
+    base = out.name or "concat"
+    values = [lw.materialize(e, b, f"{base}_in{i}") for i, e in enumerate(items)]
+    if new_axis:
+        values = [b.unsqueeze(v, [axis], f"{base}_in{i}_unsqueezed") for i, v in enumerate(values)]
+    shapes = [v.shape for v in values]
+    shape = None
+    if rank is not None and all(s is not None for s in shapes):
+        r = rank + (1 if new_axis else 0)
+        a = axis % r
+        merged = merge_shapes([ir.Shape([d for i, d in enumerate(s.dims) if i != a]) for s in shapes])
+        along = [s.dims[a] for s in shapes]
+        total = sum(along) if all(isinstance(d, int) for d in along) else None
+        if merged is not None:
+            dims = list(merged.dims)
+            dims.insert(a, total)
+            shape = ir.Shape(dims)
+    if len(values) == 1 and not new_axis:
+        new = values[0]
+        lw.replace(node, new, b, scope, owned=False)
+        return "element"
+    new = b.concat(values, axis, base, shape)
+    lw.replace(node, new, b, scope, owned=True)
+    return "Unsqueeze + Concat" if new_axis else "Concat"
+
+
+def _sequence_map(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    body = node.attributes["body"].as_graph()
+    first = lw.seq(node.inputs[0])
+    n = len(first)
+    outs: list[list[Elem]] = [[] for _ in node.outputs]
+    for i in range(n):
+        value_map: dict[ir.Value, ir.Value | None] = {}
+        for j, (inp, bi) in enumerate(zip(node.inputs, body.inputs)):
+            if inp is not None and lw.analysis.unrolled(inp):
+                value_map[bi] = lw.materialize(lw.seq(inp)[i], b, f"{bi.name or 'x'}_{i}")
+            else:
+                value_map[bi] = inp
+        for init in body.initializers.values():
+            c = const_array(init)
+            assert c is not None
+            value_map[init] = b.constant(c, f"{init.name}_{i}")
+        inlined = _inline(body, value_map, b, lw.names, i)
+        for k, bo in enumerate(body.outputs):
+            v = inlined[bo]
+            outs[k].append(Elem(v, None, v.shape, v.dtype))
+    for out, items in zip(node.outputs, outs):
+        lw.elems[out] = items
+    return f"body inlined {n} times"
+
+
+def _inline(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], b: Builder, names: NameAuthority, i: int) -> dict[ir.Value, ir.Value]:
+    """Clone ``body``'s nodes before the anchor with fresh names; return the value map."""
+    cloner = _cloner.Cloner(
+        attr_map={}, value_map=value_map, metadata_props={}, allow_outer_scope_values=True
+    )
+    for node in body:
+        new = cloner.clone_node(node)
+        _rename(new, names, i)
+        if b.anchor is None:
+            b.graph.append(new)
+        else:
+            b.graph.insert_before(b.anchor, new)
+        b.nodes.append(new)
+    return {k: v for k, v in value_map.items() if v is not None}
+
+
+def _rename(node: ir.Node, names: NameAuthority, i: int) -> None:
+    """Fresh names for a cloned node, its outputs and everything in its subgraphs."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        n.name = names.fresh(f"{n.name or n.op_type}_{i}")
+        for v in n.outputs:
+            if v.name:
+                v.name = names.fresh(f"{v.name}_{i}")
+        for attr in n.attributes.values():
+            graphs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else []
+            for g in graphs:
+                for v in g.inputs:
+                    if v.name:
+                        v.name = names.fresh(f"{v.name}_{i}")
+                for name in list(g.initializers):
+                    v = g.initializers.pop(name)
+                    v.name = names.fresh(f"{name}_{i}")
+                    g.register_initializer(v)
+                stack.extend(g)
+
+
+def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
+    new_outputs: list[ir.Value] = []
+    # For each old output: the slice of new outputs standing for it.
+    spans: list[tuple[ir.Value, int, int, bool]] = []
+    branch_outputs: list[list[ir.Value]] = [[], []]
+    for k, out in enumerate(node.outputs):
+        if lw.analysis.unrolled(out):
+            per_branch = []
+            for g in branches:
+                items = lw.seq(g.outputs[k])
+                bb = Builder(g, None, b.opset, lw.names, main_graph=False)
+                per_branch.append([lw.materialize(e, bb, f"{out.name}_{j}") for j, e in enumerate(items)])
+            count = len(per_branch[0])
+            assert count == len(per_branch[1]), "the analysis unrolled an If whose branches differ in length"
+            start = len(new_outputs)
+            for j in range(count):
+                v = ir.Value(name=lw.names.fresh(f"{out.name or 'seq'}_{j}"))
+                a, c = per_branch[0][j], per_branch[1][j]
+                v.type = ir.TensorType(a.dtype) if a.dtype is not None else None
+                v.shape = merge_shapes([a.shape, c.shape])
+                new_outputs.append(v)
+                branch_outputs[0].append(a)
+                branch_outputs[1].append(c)
+            spans.append((out, start, count, True))
+        else:
+            start = len(new_outputs)
+            new_outputs.append(out)
+            for side, g in enumerate(branches):
+                branch_outputs[side].append(g.outputs[k])
+            spans.append((out, start, 1, False))
+    for side, g in enumerate(branches):
+        bb = Builder(g, None, b.opset, lw.names, main_graph=False)
+        fixed: list[ir.Value] = []
+        seen: set[ir.Value] = set()
+        for v in branch_outputs[side]:
+            # A branch returns values it produces, each once.
+            producer = v.producer()
+            if v in seen or producer is None or producer.graph is not g:
+                v = bb.identity(v, f"{v.name or 'out'}_ret")
+            seen.add(v)
+            fixed.append(v)
+        g.outputs.clear()
+        g.outputs.extend(fixed)
+    new_node = ir.Node(
+        node.domain,
+        "If",
+        list(node.inputs),
+        list(node.attributes.values()),
+        num_outputs=len(new_outputs),
+        name=node.name,
+    )
+    node.name = None
+    b.graph.insert_before(node, new_node)
+    for (out, start, count, is_seq) in spans:
+        if is_seq:
+            lw.elems[out] = []
+            for j in range(count):
+                nv = new_node.outputs[start + j]
+                proto = new_outputs[start + j]
+                nv.name, nv.type, nv.shape = proto.name, proto.type, proto.shape
+                lw.elems[out].append(Elem(nv, None, nv.shape, nv.dtype))
+        else:
+            nv = new_node.outputs[start]
+            name = out.name
+            nv.type, nv.shape = out.type, out.shape
+            was_output = out.is_graph_output()
+            out.name = None
+            nv.name = name
+            if was_output:
+                outputs = scope.graph.outputs
+                for i, v in enumerate(outputs):
+                    if v is out:
+                        outputs[i] = nv
+            ir.convenience.replace_all_uses_with(out, nv)
+    # Detach the graphs from the old node so removing it cannot touch them.
+    for key in ("then_branch", "else_branch"):
+        node.attributes.pop(key)
+    return "one output per element"
+
+
+RULES = {
+    "SplitToSequence": _split_to_sequence,
+    "SequenceEmpty": _sequence_empty,
+    "SequenceConstruct": _sequence_construct,
+    "SequenceInsert": _sequence_insert,
+    "SequenceErase": _sequence_erase,
+    "SequenceAt": _sequence_at,
+    "SequenceLength": _sequence_length,
+    "ConcatFromSequence": _concat_from_sequence,
+    "SequenceMap": _sequence_map,
+    "Identity": _identity,
+    "If": _if,
+}

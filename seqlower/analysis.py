@@ -1,0 +1,800 @@
+"""The sequence lattice: what is known about every sequence value at compile time.
+
+For each sequence-typed value, :func:`analyze` computes a :class:`SeqInfo` (element
+dtype, length, per-element shapes and constants when the length is known, a merged
+element shape, whether all elements provably share it), by abstract interpretation:
+one transfer function per sequence op, ``Identity``, ``If`` (join of the branches)
+and ``Loop`` (fixpoint with widening; an append-once-per-iteration carried sequence
+has length ``initial + trip_count``). Bodies of ``Loop``/``If``/``Scan``/
+``SequenceMap`` and model-local functions are analysed too.
+
+Sequence values that flow into one another form *webs* (weakly connected components
+of a networkx graph); each web gets one decision: lowered Unrolled, or kept with the
+reason why not. Constant positions out of range and splits that do not add up make the
+model invalid: they raise :class:`~seqlower.errors.ModelError` naming the node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.builder import merge_shapes
+from seqlower.errors import ModelError, describe_node
+
+__all__ = [
+    "SeqInfo",
+    "Web",
+    "Analysis",
+    "analyze",
+    "const_array",
+    "const_position",
+    "split_sizes",
+    "is_default_domain",
+    "graph_label",
+    "node_label",
+]
+
+logger = logging.getLogger(__name__)
+
+# Ops whose sequence inputs and outputs the Unrolled lowering can rewrite.
+UNROLLABLE_OPS = frozenset(
+    {
+        "SplitToSequence",
+        "SequenceEmpty",
+        "SequenceConstruct",
+        "SequenceInsert",
+        "SequenceErase",
+        "SequenceAt",
+        "SequenceLength",
+        "ConcatFromSequence",
+        "SequenceMap",
+        "Identity",
+        "If",
+    }
+)
+_WIDEN_AFTER = 4
+
+
+@dataclass(frozen=True)
+class SeqInfo:
+    """What is known about one sequence value. ``shapes``/``consts`` are per element and
+    present only when ``length`` is known; ``elem_shape`` is the merged element shape
+    (dims that differ or are unknown are None), and ``uniform`` says all elements
+    provably have exactly that shape."""
+
+    dtype: ir.DataType | None
+    length: int | None = None
+    shapes: tuple[ir.Shape | None, ...] | None = None
+    elem_shape: ir.Shape | None = None
+    uniform: bool = False
+    consts: tuple[np.ndarray | None, ...] | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.elem_shape is None else self.elem_shape.rank()
+
+    @property
+    def all_const(self) -> bool:
+        return self.consts is not None and all(c is not None for c in self.consts)
+
+    @staticmethod
+    def of_elements(
+        dtype: ir.DataType | None, shapes: Sequence[ir.Shape | None], consts: Sequence[np.ndarray | None]
+    ) -> SeqInfo:
+        shapes = tuple(shapes)
+        merged = merge_shapes(shapes) if shapes else None
+        uniform = bool(shapes) and merged is not None and all(s == merged for s in shapes) and _fully_known(merged)
+        return SeqInfo(dtype, len(shapes), shapes, merged, uniform, tuple(consts))
+
+    @staticmethod
+    def unknown(dtype: ir.DataType | None, elem_shape: ir.Shape | None = None, uniform: bool = False) -> SeqInfo:
+        return SeqInfo(dtype, None, None, elem_shape, uniform and _fully_known(elem_shape), None)
+
+    def element(self, i: int) -> tuple[ir.Shape | None, np.ndarray | None]:
+        assert self.shapes is not None and self.consts is not None
+        return self.shapes[i], self.consts[i]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dtype": self.dtype.name if self.dtype is not None else None,
+            "rank": self.rank,
+            "length": self.length,
+            "shapes": None if self.shapes is None else [_shape_json(s) for s in self.shapes],
+            "elem_shape": _shape_json(self.elem_shape),
+            "uniform": self.uniform,
+            "constant": self.all_const if self.length is not None else False,
+        }
+
+
+def _fully_known(shape: ir.Shape | None) -> bool:
+    return shape is not None and all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value) for d in shape.dims)
+
+
+def _shape_json(shape: ir.Shape | None) -> list[Any] | None:
+    if shape is None:
+        return None
+    return [d if isinstance(d, int) else (d.value if isinstance(d, ir.SymbolicDim) else None) for d in shape.dims]
+
+
+def join(a: SeqInfo, b: SeqInfo) -> SeqInfo:
+    """The least SeqInfo both may be (If branches, Loop iterations)."""
+    dtype = a.dtype if a.dtype == b.dtype else (a.dtype or b.dtype)
+    if a.length is not None and a.length == b.length:
+        assert a.shapes is not None and b.shapes is not None and a.consts is not None and b.consts is not None
+        shapes = [merge_shapes([x, y]) for x, y in zip(a.shapes, b.shapes)]
+        consts = [x if x is not None and y is not None and _same_array(x, y) else None for x, y in zip(a.consts, b.consts)]
+        return SeqInfo.of_elements(dtype, shapes, consts)
+    if a.length == 0:
+        return SeqInfo.unknown(dtype, b.elem_shape, b.uniform)
+    if b.length == 0:
+        return SeqInfo.unknown(dtype, a.elem_shape, a.uniform)
+    merged = merge_shapes([a.elem_shape, b.elem_shape])
+    return SeqInfo.unknown(dtype, merged, a.uniform and b.uniform and a.elem_shape == b.elem_shape)
+
+
+def _same_array(x: np.ndarray, y: np.ndarray) -> bool:
+    return x.dtype == y.dtype and x.shape == y.shape and bool(np.all((x == y) | ((x != x) & (y != y))))
+
+
+@dataclass
+class Web:
+    """Sequence values that must share one representation, and the decision."""
+
+    values: list[ir.Value]
+    reason: str | None = None  # None: lowered Unrolled
+
+    @property
+    def unrolled(self) -> bool:
+        return self.reason is None
+
+
+@dataclass
+class Analysis:
+    info: dict[ir.Value, SeqInfo] = field(default_factory=dict)
+    webs: list[Web] = field(default_factory=list)
+    web_of: dict[ir.Value, Web] = field(default_factory=dict)
+    graph_of: dict[ir.Value, str] = field(default_factory=dict)
+
+    def unrolled(self, v: ir.Value | None) -> bool:
+        return v is not None and v in self.web_of and self.web_of[v].unrolled
+
+
+# -- helpers shared with the lowerings ---------------------------------------------------
+
+
+def is_default_domain(node: ir.Node) -> bool:
+    return node.domain in ("", "ai.onnx")
+
+
+def node_label(node: ir.Node) -> str:
+    return describe_node(node.op_type, node.name or "", [o.name or "" for o in node.outputs])
+
+
+def graph_label(graph: ir.Graph | ir.Function, parent: str | None = None) -> str:
+    if isinstance(graph, ir.Function):
+        return f"function {graph.domain}::{graph.name}"
+    return parent or "main"
+
+
+def const_array(v: ir.Value | None) -> np.ndarray | None:
+    if v is None:
+        return None
+    t = ir.convenience.get_const_tensor(v)
+    if t is None:
+        return None
+    try:
+        return t.numpy()
+    except Exception:  # noqa: BLE001 - an unreadable constant is simply not a known constant
+        return None
+
+
+def const_position(v: ir.Value | None, node: ir.Node, what: str = "position") -> int | None:
+    """A constant position: int32/int64, scalar or shape [1] (TorchScript emits [1])."""
+    a = const_array(v)
+    if a is None:
+        return None
+    if a.dtype not in (np.int32, np.int64):
+        raise ModelError(f"{node_label(node)}: {what} must be int32 or int64, got {a.dtype}")
+    if a.size != 1 or a.ndim > 1:
+        raise ModelError(f"{node_label(node)}: {what} must be a scalar, got shape {list(a.shape)}")
+    return int(a.reshape(()))
+
+
+def split_sizes(node: ir.Node, dim: int | None, split: np.ndarray | None, has_split: bool) -> list[int] | None:
+    """Chunk sizes of SplitToSequence when they are known at compile time."""
+    if has_split and split is None:
+        return None
+    if split is not None:
+        if split.dtype not in (np.int32, np.int64):
+            raise ModelError(f"{node_label(node)}: split must be int32 or int64, got {split.dtype}")
+        if split.ndim == 0:
+            k = int(split)
+            if k <= 0:
+                raise ModelError(f"{node_label(node)}: scalar split must be positive, got {k}")
+            if dim is None:
+                return None
+            return [k] * (dim // k) + ([dim % k] if dim % k else [])
+        if split.ndim != 1:
+            raise ModelError(f"{node_label(node)}: split must be a scalar or 1-D, got shape {list(split.shape)}")
+        sizes = [int(s) for s in split]
+        if any(s < 0 for s in sizes):
+            raise ModelError(f"{node_label(node)}: split entries must be >= 0, got {sizes}")
+        if dim is not None and sum(sizes) != dim:
+            raise ModelError(f"{node_label(node)}: split {sizes} sums to {sum(sizes)} but the dimension is {dim}")
+        return sizes
+    return None if dim is None else [1] * dim
+
+
+def _int_attr(node: ir.Node, name: str, default: int | None) -> int | None:
+    a = node.attributes.get(name)
+    return default if a is None else a.as_int()
+
+
+def _subgraph(node: ir.Node, name: str) -> ir.Graph | None:
+    a = node.attributes.get(name)
+    return None if a is None or a.type != ir.AttributeType.GRAPH else a.as_graph()
+
+
+def split_squeezes(node: ir.Node, sizes: Sequence[int], x_shape: ir.Shape | None, axis: int, policy: str) -> bool | None:
+    """Whether SplitToSequence's chunks lose the split axis (None: only known at run time).
+
+    The spec: only without ``split`` and with keepdims=0. onnxruntime also reshapes the
+    chunks of a scalar split when keepdims=0, which works when every chunk has size 1
+    along the axis or the chunk has no elements; the executor's keepdims policy
+    (``seqlower.executor.kernels``) decides, and this mirrors it exactly.
+    """
+    keepdims = _int_attr(node, "keepdims", 1)
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is None:
+        return not keepdims
+    if keepdims:
+        return False
+    arr = const_array(split)
+    if arr is None or arr.ndim != 0 or policy == "spec":
+        return False if (arr is not None and arr.ndim != 0) or policy == "spec" else None
+    all_ones = all(s == 1 for s in sizes)
+    rest_zero: bool | None = None
+    if x_shape is not None:
+        rest = [d for i, d in enumerate(x_shape.dims) if i != axis]
+        if any(d == 0 for d in rest):
+            rest_zero = True
+        elif all(isinstance(d, int) for d in rest):
+            rest_zero = False
+    ort_works = True if all_ones or rest_zero else (False if rest_zero is False else None)
+    if ort_works is None:
+        return None
+    if policy == "auto":
+        return ort_works
+    if not ort_works:  # policy "onnxruntime"
+        raise ModelError(
+            f"{node_label(node)}: scalar split with keepdims=0 gives chunks of sizes {list(sizes)}, which fails"
+            " on onnxruntime (keepdims policy 'onnxruntime'); use --keepdims-policy spec"
+        )
+    return True
+
+
+# -- the analysis -----------------------------------------------------------------------
+
+
+class _Analyzer:
+    def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str) -> None:
+        self.model = model
+        self.max_unroll = max_unroll
+        self.policy = keepdims_policy
+        self.result = Analysis()
+        self.web = nx.Graph()
+        self.blockers: dict[ir.Value, str] = {}
+        self._quiet = 0
+        self._order: dict[ir.Value, int] = {}
+
+    # entry
+    def run(self) -> Analysis:
+        self._graph(self.model.graph, "main")
+        for v in self.model.graph.inputs:
+            if v in self.result.info:
+                self._block(v, f"'{v.name}' is a sequence-typed model input (the ABI arrives in Stage 3)")
+        for v in self.model.graph.outputs:
+            if v in self.result.info:
+                self._block(v, f"'{v.name}' is a sequence-typed model output (the ABI arrives in Stage 3)")
+        for f in self.model.functions.values():
+            label = graph_label(f)
+            for v in f.inputs:
+                self._seed_from_type(v, label)
+            self._graph(f, label)
+            for v in [*f.inputs, *f.outputs]:
+                if v in self.result.info:
+                    self._block(v, f"'{v.name}' crosses the boundary of {label}")
+        self._decide()
+        return self.result
+
+    def _add(self, v: ir.Value) -> None:
+        # Values hash by identity: keep first-seen order so webs and reports are deterministic.
+        if v not in self._order:
+            self._order[v] = len(self._order)
+            self.web.add_node(v)
+
+    def _block(self, v: ir.Value, reason: str) -> None:
+        self._add(v)
+        self.blockers.setdefault(v, reason)
+
+    def _set(self, v: ir.Value, info: SeqInfo, graph: str) -> None:
+        self.result.info[v] = info
+        self.result.graph_of.setdefault(v, graph)
+        self._add(v)
+
+    def _link(self, values: Sequence[ir.Value | None]) -> None:
+        vs = [v for v in values if v is not None and v in self.result.info]
+        for a, b in zip(vs, vs[1:]):
+            self.web.add_edge(a, b)
+
+    def _seed_from_type(self, v: ir.Value, graph: str) -> None:
+        if isinstance(v.type, ir.SequenceType) and v not in self.result.info:
+            elem = v.type.elem_type
+            dtype = elem.dtype if isinstance(elem, ir.TensorType) else None
+            self._set(v, SeqInfo.unknown(dtype, v.shape), graph)
+
+    def _fail(self, node: ir.Node, msg: str) -> None:
+        if not self._quiet:
+            raise ModelError(f"{node_label(node)}: {msg}")
+
+    # graphs
+    def _graph(self, graph: ir.Graph | ir.Function, label: str) -> None:
+        for v in graph.inputs:
+            self._seed_from_type(v, label)
+        for node in graph:
+            try:
+                self._node(node, label)
+            except ModelError:
+                raise
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+                raise ModelError(f"{node_label(node)} in {label}: malformed node ({e})") from None
+
+    def _node(self, node: ir.Node, label: str) -> None:
+        if not is_default_domain(node):
+            self._opaque(node, label, f"{node_label(node)} (domain '{node.domain}')")
+            return
+        handler = getattr(self, f"_t_{node.op_type}", None)
+        if handler is not None:
+            handler(node, label)
+            return
+        for sub in _all_subgraphs(node):
+            self._graph(sub, f"{label} > {node_label(node)}.{sub.name or 'body'}")
+        self._opaque(node, label, node_label(node))
+
+    def _opaque(self, node: ir.Node, label: str, who: str) -> None:
+        """A node with no transfer function: its sequence outputs are known only by type,
+        and its sequence inputs cannot change representation."""
+        for v in node.inputs:
+            if v is not None and v in self.result.info:
+                self._block(v, f"'{v.name}' is consumed by {who}, which has no sequence lowering")
+        for v in node.outputs:
+            self._seed_from_type(v, label)
+            if v in self.result.info:
+                self._block(v, f"'{v.name}' is produced by {who}, which has no sequence lowering")
+
+    def _in(self, node: ir.Node, i: int) -> SeqInfo | None:
+        v = node.inputs[i] if i < len(node.inputs) else None
+        return None if v is None else self.result.info.get(v)
+
+    def _need_seq(self, node: ir.Node, i: int) -> SeqInfo:
+        info = self._in(node, i)
+        if info is None:
+            v = node.inputs[i] if i < len(node.inputs) else None
+            raise ModelError(
+                f"{node_label(node)}: input {i} ('{v.name if v is not None else ''}') is not a sequence"
+            )
+        return info
+
+    def _check_arity(self, node: ir.Node, lo: int, hi: int) -> None:
+        n = len(node.inputs)
+        while n and node.inputs[n - 1] is None:
+            n -= 1
+        if not lo <= n <= hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            raise ModelError(f"{node_label(node)}: expects {want} inputs, got {n}")
+
+    # transfer functions --------------------------------------------------------------
+
+    def _t_SequenceEmpty(self, node: ir.Node, label: str) -> None:
+        dtype = ir.DataType(_int_attr(node, "dtype", ir.DataType.FLOAT.value))
+        self._set(node.outputs[0], SeqInfo(dtype, 0, (), None, False, ()), label)
+
+    def _t_SequenceConstruct(self, node: ir.Node, label: str) -> None:
+        if not node.inputs or any(v is None for v in node.inputs):
+            raise ModelError(f"{node_label(node)}: needs at least one input and no empty ones")
+        dtypes = {v.dtype for v in node.inputs if v.dtype is not None}
+        if len(dtypes) > 1:
+            raise ModelError(f"{node_label(node)}: inputs have different dtypes {sorted(d.name for d in dtypes)}")
+        info = SeqInfo.of_elements(
+            next(iter(dtypes), None), [_shape_of(v) for v in node.inputs], [const_array(v) for v in node.inputs]
+        )
+        self._set(node.outputs[0], info, label)
+
+    def _t_SplitToSequence(self, node: ir.Node, label: str) -> None:
+        self._check_arity(node, 1, 2)
+        x = node.inputs[0]
+        shape = _shape_of(x)
+        has_split = len(node.inputs) > 1 and node.inputs[1] is not None
+        split = const_array(node.inputs[1]) if has_split else None
+        axis = _int_attr(node, "axis", 0)
+        rank = shape.rank() if shape is not None else None
+        if rank is not None:
+            if rank == 0:
+                raise ModelError(f"{node_label(node)}: input must have rank >= 1, got a scalar")
+            if not -rank <= axis < rank:
+                raise ModelError(f"{node_label(node)}: axis {axis} is out of range for rank {rank}")
+            axis %= rank
+        dim = shape.dims[axis] if rank is not None else None
+        dim = dim if isinstance(dim, int) else None
+        sizes = split_sizes(node, dim, split, has_split)
+        if sizes is None and split is not None and split.ndim == 1:
+            sizes_len = len(split)
+        else:
+            sizes_len = None if sizes is None else len(sizes)
+        xc = const_array(x)
+        dtype = x.dtype
+        if sizes is not None and rank is not None:
+            squeeze = split_squeezes(node, sizes, shape, axis, self.policy)
+            if squeeze is None:
+                self._set(node.outputs[0], SeqInfo.unknown(dtype), label)
+                self._block(node.outputs[0], f"{node_label(node)}: whether keepdims=0 drops the axis depends on run-time shapes")
+                return
+            shapes, consts = [], []
+            start = 0
+            for s in sizes:
+                dims = list(shape.dims)
+                dims[axis] = s
+                if squeeze:
+                    del dims[axis]
+                shapes.append(ir.Shape(dims))
+                if xc is not None:
+                    c = np.take(xc, np.arange(start, start + s), axis=axis)
+                    consts.append(c.reshape(tuple(d for i, d in enumerate(c.shape) if i != axis)) if squeeze else c)
+                else:
+                    consts.append(None)
+                start += s
+            self._set(node.outputs[0], SeqInfo.of_elements(dtype, shapes, consts), label)
+            return
+        # Length maybe known, shapes not (or rank unknown).
+        elem = None
+        uniform = False
+        if shape is not None and rank is not None:
+            dims = list(shape.dims)
+            if not has_split:
+                dims[axis] = 1
+                uniform = True
+                if not _int_attr(node, "keepdims", 1):
+                    del dims[axis]
+            elif split is not None and split.ndim == 0:
+                dims[axis] = None
+            else:
+                dims[axis] = None
+            elem = ir.Shape(dims)
+        if sizes_len is not None:
+            self._set(node.outputs[0], SeqInfo(dtype, sizes_len, (elem,) * sizes_len, elem, False, (None,) * sizes_len), label)
+        else:
+            self._set(node.outputs[0], SeqInfo.unknown(dtype, elem, uniform), label)
+
+    def _t_SequenceInsert(self, node: ir.Node, label: str) -> None:
+        self._check_arity(node, 2, 3)
+        s = self._need_seq(node, 0)
+        t = node.inputs[1]
+        if s.dtype is not None and t.dtype is not None and s.dtype != t.dtype:
+            raise ModelError(f"{node_label(node)}: inserts a {t.dtype.name} tensor into a sequence of {s.dtype.name}")
+        pos_v = node.inputs[2] if len(node.inputs) > 2 else None
+        pos = const_position(pos_v, node) if pos_v is not None else None
+        out = node.outputs[0]
+        dtype = s.dtype or t.dtype
+        self._link([node.inputs[0], out])
+        if s.length is None or (pos_v is not None and pos is None):
+            length = None if s.length is None else s.length + 1
+            elem = merge_shapes([s.elem_shape, _shape_of(t)]) if s.length != 0 else _shape_of(t)
+            uniform = s.uniform and s.elem_shape == _shape_of(t) if s.length != 0 else _fully_known(_shape_of(t))
+            if length is not None:
+                self._set(out, SeqInfo(dtype, length, (None,) * length, elem, False, (None,) * length), label)
+            else:
+                self._set(out, SeqInfo.unknown(dtype, elem, uniform), label)
+            return
+        n = s.length
+        p = n if pos is None else pos
+        if not -n <= p <= n:
+            self._fail(node, f"position {p} is out of range [-{n}, {n}] for a sequence of length {n}")
+            self._set(out, SeqInfo.unknown(dtype), label)
+            return
+        p %= n + 1 if n else 1
+        shapes = list(s.shapes or ())
+        consts = list(s.consts or ())
+        shapes.insert(p, _shape_of(t))
+        consts.insert(p, const_array(t))
+        self._set(out, SeqInfo.of_elements(dtype, shapes, consts), label)
+
+    def _t_SequenceErase(self, node: ir.Node, label: str) -> None:
+        self._check_arity(node, 1, 2)
+        s = self._need_seq(node, 0)
+        pos_v = node.inputs[1] if len(node.inputs) > 1 else None
+        pos = const_position(pos_v, node) if pos_v is not None else None
+        out = node.outputs[0]
+        self._link([node.inputs[0], out])
+        if s.length is None or (pos_v is not None and pos is None):
+            length = None if s.length is None else s.length - 1
+            if s.length == 0:
+                self._fail(node, "erases from an empty sequence")
+            if length is not None and length >= 0:
+                self._set(out, SeqInfo(s.dtype, length, (None,) * length, s.elem_shape, s.uniform, (None,) * length), label)
+            else:
+                self._set(out, SeqInfo.unknown(s.dtype, s.elem_shape, s.uniform), label)
+            return
+        n = s.length
+        p = n - 1 if pos is None else pos
+        if n == 0 or not -n <= p < n:
+            self._fail(
+                node,
+                "erases from an empty sequence" if n == 0 else f"position {p} is out of range [-{n}, {n - 1}] for a sequence of length {n}",
+            )
+            self._set(out, SeqInfo.unknown(s.dtype, s.elem_shape, s.uniform), label)
+            return
+        p %= n
+        shapes = list(s.shapes or ())
+        consts = list(s.consts or ())
+        del shapes[p], consts[p]
+        if shapes:
+            self._set(out, SeqInfo.of_elements(s.dtype, shapes, consts), label)
+        else:
+            self._set(out, SeqInfo(s.dtype, 0, (), s.elem_shape, False, ()), label)
+
+    def _t_SequenceAt(self, node: ir.Node, label: str) -> None:
+        self._check_arity(node, 2, 2)
+        s = self._need_seq(node, 0)
+        pos = const_position(node.inputs[1], node)
+        if s.length is not None and pos is not None:
+            n = s.length
+            if not -n <= pos < n:
+                self._fail(node, f"position {pos} is out of range [-{n}, {n - 1}] for a sequence of length {n}")
+
+    def _t_SequenceLength(self, node: ir.Node, label: str) -> None:
+        self._check_arity(node, 1, 1)
+        self._need_seq(node, 0)
+
+    def _t_ConcatFromSequence(self, node: ir.Node, label: str) -> None:
+        self._check_arity(node, 1, 1)
+        s = self._need_seq(node, 0)
+        if s.length == 0:
+            self._fail(node, "concatenates an empty sequence (an error on every runtime)")
+
+    def _t_Identity(self, node: ir.Node, label: str) -> None:
+        s = self._in(node, 0)
+        if s is None:
+            return
+        self._set(node.outputs[0], s, label)
+        self._link([node.inputs[0], node.outputs[0]])
+
+    def _t_If(self, node: ir.Node, label: str) -> None:
+        branches = [(name, _subgraph(node, name)) for name in ("then_branch", "else_branch")]
+        for name, g in branches:
+            if g is None:
+                raise ModelError(f"{node_label(node)}: missing attribute {name}")
+            self._graph(g, f"{label} > {node_label(node)}.{name}")
+        then_g, else_g = branches[0][1], branches[1][1]
+        assert then_g is not None and else_g is not None
+        if len(then_g.outputs) != len(node.outputs) or len(else_g.outputs) != len(node.outputs):
+            raise ModelError(f"{node_label(node)}: branches have a different number of outputs than the node")
+        for out, a, b in zip(node.outputs, then_g.outputs, else_g.outputs):
+            ia, ib = self.result.info.get(a), self.result.info.get(b)
+            if ia is None and ib is None:
+                self._seed_from_type(out, label)
+                continue
+            if ia is None or ib is None:
+                raise ModelError(f"{node_label(node)}: output '{out.name}' is a sequence in one branch only")
+            self._set(out, join(ia, ib), label)
+            self._link([a, out, b])
+
+    def _t_Loop(self, node: ir.Node, label: str) -> None:
+        body = _subgraph(node, "body")
+        if body is None:
+            raise ModelError(f"{node_label(node)}: missing attribute body")
+        blabel = f"{label} > {node_label(node)}.body"
+        carried_in = list(node.inputs[2:])
+        n_carried = len(carried_in)
+        if len(body.inputs) != n_carried + 2 or len(body.outputs) < n_carried + 1:
+            raise ModelError(f"{node_label(node)}: body signature does not match the node's inputs")
+        init = [self.result.info.get(v) if v is not None else None for v in carried_in]
+        if all(i is None for i in init):
+            # No carried sequence: one pass, so nested loops stay linear.
+            for bi in body.inputs:
+                self._seed_from_type(bi, blabel)
+            self._graph(body, blabel)
+            for out in node.outputs:
+                self._seed_from_type(out, label)
+            for bo in [*body.inputs[2:], *body.outputs[1:], *node.outputs]:
+                if bo in self.result.info:
+                    self._block(bo, f"'{bo.name}' is carried by {node_label(node)} (loop-carried sequences arrive in Stage 3)")
+            return
+        for k, bi in enumerate(body.inputs[2:]):
+            if init[k] is None:
+                self._seed_from_type(bi, blabel)
+        # Probe: does one iteration append exactly one element? (errors are not the
+        # body's fault here: the probe's lengths are hypothetical)
+        appends = [False] * n_carried
+        if any(i is not None and i.length is not None for i in init):
+            self._quiet += 1
+            try:
+                for k, i in enumerate(init):
+                    if i is not None:
+                        self.result.info[body.inputs[2 + k]] = i
+                self._graph(body, blabel)
+                for k, i in enumerate(init):
+                    o = self.result.info.get(body.outputs[1 + k])
+                    appends[k] = i is not None and o is not None and i.length is not None and o.length == i.length + 1
+            finally:
+                self._quiet -= 1
+        # Fixpoint over widened states: lengths unknown, shapes merged until stable.
+        state = [None if i is None else SeqInfo.unknown(i.dtype, i.elem_shape, i.uniform) for i in init]
+        for rounds in range(_WIDEN_AFTER + 1):
+            for k, st in enumerate(state):
+                if st is not None:
+                    self._set(body.inputs[2 + k], st, blabel)
+            self._graph(body, blabel)
+            changed = False
+            for k, st in enumerate(state):
+                if st is None:
+                    continue
+                o = self.result.info.get(body.outputs[1 + k])
+                if o is None:
+                    raise ModelError(f"{node_label(node)}: carried value {k} is a sequence outside the body only")
+                new = join(st, SeqInfo.unknown(o.dtype, o.elem_shape, o.uniform) if o.length != 0 else o)
+                if rounds == _WIDEN_AFTER - 1 and new != st:
+                    new = SeqInfo.unknown(st.dtype)
+                if new != st:
+                    state[k], changed = new, True
+            if not changed:
+                break
+        trip = const_array(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+        cond_free = _loop_runs_all_trips(node, body)
+        for k, st in enumerate(state):
+            out = node.outputs[k] if k < len(node.outputs) else None
+            if st is None or out is None:
+                continue
+            i = init[k]
+            final = st
+            if i is not None and i.length is not None:
+                o = self.result.info.get(body.outputs[1 + k])
+                unchanged = o is not None and body.outputs[1 + k] is body.inputs[2 + k]
+                if unchanged:
+                    final = i
+                elif appends[k] and trip is not None and trip.size == 1 and cond_free:
+                    final = dataclasses.replace(st, length=i.length + int(trip.reshape(())), shapes=None, consts=None)
+                    if final.length is not None and final.length == i.length:
+                        final = i
+            self._set(out, final, label)
+            blocked = f"'{out.name}' is carried by {node_label(node)} (loop-carried sequences arrive in Stage 3)"
+            for v in (carried_in[k], body.inputs[2 + k], body.outputs[1 + k], out):
+                if v is not None and v in self.result.info:
+                    self._block(v, blocked)
+            self._link([carried_in[k], body.inputs[2 + k], body.outputs[1 + k], out])
+
+    def _t_Scan(self, node: ir.Node, label: str) -> None:
+        body = _subgraph(node, "body")
+        if body is not None:
+            self._graph(body, f"{label} > {node_label(node)}.body")
+        self._opaque(node, label, node_label(node))
+
+    def _t_SequenceMap(self, node: ir.Node, label: str) -> None:
+        body = _subgraph(node, "body")
+        if body is None:
+            raise ModelError(f"{node_label(node)}: missing attribute body")
+        first = self._need_seq(node, 0)
+        if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
+            raise ModelError(f"{node_label(node)}: body signature does not match the node")
+        for i, v in enumerate(node.inputs[1:], start=1):
+            s = self._in(node, i)
+            if s is not None and s.length is not None and first.length is not None and s.length < first.length:
+                self._fail(node, f"sequence input {i} has {s.length} elements, fewer than the first's {first.length}")
+        self._graph(body, f"{label} > {node_label(node)}.body")
+        n = first.length
+        for out, bo in zip(node.outputs, body.outputs):
+            dtype = bo.dtype
+            shape = bo.shape
+            if n is None:
+                self._set(out, SeqInfo.unknown(dtype, shape, False), label)
+            else:
+                self._set(out, SeqInfo(dtype, n, (shape,) * n, shape if n else None, False, (None,) * n), label)
+        self._link([*node.inputs, *node.outputs])
+
+    # decisions -------------------------------------------------------------------------
+
+    def _decide(self) -> None:
+        order = self._order.__getitem__
+        for comp in sorted(nx.connected_components(self.web), key=lambda c: min(map(order, c))):
+            values = sorted(comp, key=order)
+            web = Web(values)
+            web.reason = self._reason(values)
+            self.result.webs.append(web)
+            for v in values:
+                self.result.web_of[v] = web
+
+    def _reason(self, values: list[ir.Value]) -> str | None:
+        for v in values:
+            if v in self.blockers:
+                return self.blockers[v]
+        for v in values:
+            info = self.result.info.get(v)
+            if info is None:
+                return f"'{v.name}' has no sequence information"
+            if info.length is None:
+                return f"the length of '{v.name}' is only known at run time (dynamic lowering arrives in Stage 3)"
+            if info.length > self.max_unroll:
+                return f"'{v.name}' has {info.length} elements, more than --max-unroll {self.max_unroll}"
+        for v in values:
+            for use in _users(v):
+                why = self._use_reason(use, v)
+                if why:
+                    return why
+        return None
+
+    def _use_reason(self, node: ir.Node, v: ir.Value) -> str | None:
+        if not is_default_domain(node) or node.op_type not in UNROLLABLE_OPS:
+            return f"'{v.name}' is consumed by {node_label(node)}, which has no sequence lowering"
+        where = node_label(node)
+        if node.op_type == "SequenceAt" and const_array(node.inputs[1]) is None:
+            return f"the position of {where} is only known at run time (Stage 3)"
+        if node.op_type == "SequenceInsert" and len(node.inputs) > 2 and node.inputs[2] is not None and const_array(node.inputs[2]) is None:
+            return f"the position of {where} is only known at run time (Stage 3)"
+        if node.op_type == "SequenceErase" and len(node.inputs) > 1 and node.inputs[1] is not None and const_array(node.inputs[1]) is None:
+            return f"the position of {where} is only known at run time (Stage 3)"
+        if node.op_type == "SequenceInsert" and node.inputs[1] is v:
+            return f"{where} inserts a sequence into a sequence"
+        return None
+
+
+def _users(v: ir.Value) -> Iterator[ir.Node]:
+    seen: set[int] = set()
+    for use in v.uses():
+        node = use.node
+        if id(node) not in seen:
+            seen.add(id(node))
+            yield node
+
+
+def _shape_of(v: ir.Value | None) -> ir.Shape | None:
+    if v is None:
+        return None
+    c = ir.convenience.get_const_tensor(v)
+    if c is not None:
+        return ir.Shape(c.shape)
+    return v.shape
+
+
+def _all_subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            yield attr.as_graph()
+        elif attr.type == ir.AttributeType.GRAPHS:
+            yield from attr.as_graphs()
+
+
+def _loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
+    """True when the Loop's condition can never stop it early: no initial ``cond``
+    or a constant true, and the body passes its cond through or outputs constant true."""
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    if cond is not None:
+        c = const_array(cond)
+        if c is None or not bool(c.reshape(())):
+            return False
+    out = body.outputs[0]
+    if out is body.inputs[1]:
+        return True
+    c = const_array(out)
+    return c is not None and bool(c.reshape(()))
+
+
+def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto") -> Analysis:
+    """Compute SeqInfo for every sequence value and one decision per web."""
+    return _Analyzer(model, max_unroll, keepdims_policy).run()

@@ -1,0 +1,245 @@
+"""The one place new nodes are made: an opset-aware builder.
+
+Every lowering emits through :class:`Builder`, so the opset rules live here and
+nowhere else (SEMANTICS.md, "Opset rules for emitted nodes"):
+
+- ``Split``: ``split`` is an attribute up to opset 12 and an input from 13; from 18
+  ``num_outputs`` also exists, but onnxruntime rejects uneven ``num_outputs``
+  splits, so explicit sizes are always emitted.
+- ``Squeeze`` / ``Unsqueeze``: ``axes`` attribute up to 12, input from 13.
+- ``ReduceSum``: ``axes`` input from 13; the other Reduce ops from 18.
+
+The model's opset is never changed. Outputs get a dtype and, where it can be computed,
+a shape, so lowered values are shape-inferred as they are made. Constants go to
+initializers in the main graph and to ``Constant`` nodes in subgraphs and functions
+(functions have no initializers; subgraph initializers are legal but rarer in the
+wild, so runtimes handle them less well).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+__all__ = ["Builder", "NameAuthority", "default_opset", "merge_dims", "merge_shapes"]
+
+logger = logging.getLogger(__name__)
+
+
+def default_opset(model: ir.Model, graph: ir.Graph | ir.Function | None = None) -> int:
+    """The ai.onnx opset in force in ``graph`` (a function may import its own)."""
+    if isinstance(graph, ir.Function):
+        v = graph.opset_imports.get("", graph.opset_imports.get("ai.onnx"))
+        if v is not None:
+            return v
+    v = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if v is None:
+        raise ValueError("the model imports no ai.onnx opset")
+    return v
+
+
+class NameAuthority:
+    """Unique, readable, deterministic names across the whole model (all graphs and
+    functions share one namespace, so a subgraph never shadows an outer name)."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self._used: set[str] = set()
+        self._counters: dict[str, int] = {}
+        graphs: list[ir.Graph | ir.Function] = list(model.graphs())
+        for f in model.functions.values():
+            graphs.append(f)
+            graphs.extend(sub for node in ir.traversal.RecursiveGraphIterator(f) for sub in _subgraphs(node))
+        for g in graphs:
+            for v in g.inputs:
+                self._take(v.name)
+            if isinstance(g, ir.Graph):
+                for name in g.initializers:
+                    self._take(name)
+            for node in g:
+                self._take(node.name)
+                for v in node.outputs:
+                    self._take(v.name)
+
+    def _take(self, name: str | None) -> None:
+        if name:
+            self._used.add(name)
+
+    def fresh(self, base: str) -> str:
+        base = base or "v"
+        if base not in self._used:
+            self._used.add(base)
+            return base
+        n = self._counters.get(base, 0)
+        while True:
+            n += 1
+            cand = f"{base}_{n}"
+            if cand not in self._used:
+                self._counters[base] = n
+                self._used.add(cand)
+                return cand
+
+
+def _subgraphs(node: ir.Node) -> Iterable[ir.Graph]:
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            yield attr.as_graph()
+        elif attr.type == ir.AttributeType.GRAPHS:
+            yield from attr.as_graphs()
+
+
+def merge_dims(a: int | ir.SymbolicDim | None, b: int | ir.SymbolicDim | None) -> int | ir.SymbolicDim | None:
+    """The dim both may be (onnx's merge): equal dims stay, anything else is unknown."""
+    if a == b:
+        return a
+    return None
+
+
+def merge_shapes(shapes: Sequence[ir.Shape | None]) -> ir.Shape | None:
+    """One shape for several values (the element shape onnx gives a sequence type)."""
+    if not shapes or any(s is None for s in shapes):
+        return None
+    rank = shapes[0].rank()
+    if any(s.rank() != rank for s in shapes):
+        return None
+    dims = []
+    for i in range(rank):
+        d = shapes[0].dims[i]
+        for s in shapes[1:]:
+            d = merge_dims(d, s.dims[i])
+        dims.append(d)
+    return ir.Shape(dims)
+
+
+def _dim_value(d: int | ir.SymbolicDim | None) -> int | ir.SymbolicDim | None:
+    return d if isinstance(d, int) else (d if isinstance(d, ir.SymbolicDim) and d.value is not None else None)
+
+
+class Builder:
+    """Emits default-domain nodes before ``anchor`` in ``graph`` (or appends when
+    ``anchor`` is None), under the given opset."""
+
+    def __init__(
+        self,
+        graph: ir.Graph | ir.Function,
+        anchor: ir.Node | None,
+        opset: int,
+        names: NameAuthority,
+        *,
+        main_graph: bool,
+    ) -> None:
+        self.graph = graph
+        self.anchor = anchor
+        self.opset = opset
+        self.names = names
+        self.main_graph = main_graph
+        self.nodes: list[ir.Node] = []
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def _emit(
+        self,
+        op: str,
+        inputs: Sequence[ir.Value | None],
+        attrs: dict[str, object] | None = None,
+        *,
+        outputs: Sequence[str],
+        node_name: str,
+    ) -> ir.Node:
+        attributes = [ir.convenience.convert_attribute(k, v) for k, v in (attrs or {}).items()]
+        node = ir.Node(
+            "",
+            op,
+            inputs,
+            attributes,
+            outputs=[ir.Value(name=self.names.fresh(n)) for n in outputs],
+            name=self.names.fresh(node_name),
+        )
+        if self.anchor is None:
+            self.graph.append(node)
+        else:
+            self.graph.insert_before(self.anchor, node)
+        self.nodes.append(node)
+        return node
+
+    @staticmethod
+    def _typed(v: ir.Value, dtype: ir.DataType | None, shape: ir.Shape | None) -> ir.Value:
+        if dtype is not None:
+            v.type = ir.TensorType(dtype)
+        v.shape = shape
+        return v
+
+    def constant(self, array: np.ndarray, name: str) -> ir.Value:
+        tensor = ir.tensor(array)
+        if self.main_graph:
+            v = ir.Value(
+                name=self.names.fresh(name),
+                type=ir.TensorType(tensor.dtype),
+                shape=ir.Shape(array.shape),
+                const_value=tensor,
+            )
+            assert isinstance(self.graph, ir.Graph)
+            self.graph.register_initializer(v)
+            return v
+        node = self._emit("Constant", [], {"value": tensor}, outputs=[name], node_name=f"{name}_const")
+        return self._typed(node.outputs[0], tensor.dtype, ir.Shape(array.shape))
+
+    def ints(self, values: Sequence[int], name: str) -> ir.Value:
+        return self.constant(np.asarray(list(values), dtype=np.int64), name)
+
+    # -- ops ----------------------------------------------------------------------
+
+    def identity(self, x: ir.Value, name: str) -> ir.Value:
+        node = self._emit("Identity", [x], outputs=[name], node_name=f"{name}_identity")
+        return self._typed(node.outputs[0], x.dtype, x.shape)
+
+    def split(
+        self, x: ir.Value, sizes: Sequence[int], axis: int, names: Sequence[str], node_name: str
+    ) -> list[ir.Value]:
+        """Split with explicit sizes along a non-negative ``axis``."""
+        sizes = [int(s) for s in sizes]
+        if self.opset <= 12:
+            node = self._emit("Split", [x], {"axis": axis, "split": sizes}, outputs=names, node_name=node_name)
+        else:
+            split = self.ints(sizes, f"{node_name}_sizes")
+            node = self._emit("Split", [x, split], {"axis": axis}, outputs=names, node_name=node_name)
+        outs = []
+        for v, size in zip(node.outputs, sizes):
+            shape = None
+            if x.shape is not None:
+                dims = list(x.shape.dims)
+                dims[axis] = size
+                shape = ir.Shape(dims)
+            outs.append(self._typed(v, x.dtype, shape))
+        return outs
+
+    def squeeze(self, x: ir.Value, axes: Sequence[int], name: str) -> ir.Value:
+        node = self._axes_op("Squeeze", x, axes, name)
+        shape = None
+        if x.shape is not None:
+            drop = {a % x.shape.rank() for a in axes}
+            shape = ir.Shape([d for i, d in enumerate(x.shape.dims) if i not in drop])
+        return self._typed(node.outputs[0], x.dtype, shape)
+
+    def unsqueeze(self, x: ir.Value, axes: Sequence[int], name: str) -> ir.Value:
+        node = self._axes_op("Unsqueeze", x, axes, name)
+        shape = None
+        if x.shape is not None:
+            rank = x.shape.rank() + len(axes)
+            ins = {a % rank for a in axes}
+            it = iter(x.shape.dims)
+            shape = ir.Shape([1 if i in ins else next(it) for i in range(rank)])
+        return self._typed(node.outputs[0], x.dtype, shape)
+
+    def _axes_op(self, op: str, x: ir.Value, axes: Sequence[int], name: str) -> ir.Node:
+        axes = [int(a) for a in axes]
+        if self.opset <= 12:
+            return self._emit(op, [x], {"axes": axes}, outputs=[name], node_name=f"{name}_{op.lower()}")
+        axes_v = self.ints(axes, f"{name}_axes")
+        return self._emit(op, [x, axes_v], outputs=[name], node_name=f"{name}_{op.lower()}")
+
+    def concat(self, xs: Sequence[ir.Value], axis: int, name: str, shape: ir.Shape | None) -> ir.Value:
+        node = self._emit("Concat", list(xs), {"axis": axis}, outputs=[name], node_name=f"{name}_concat")
+        return self._typed(node.outputs[0], xs[0].dtype, shape)
