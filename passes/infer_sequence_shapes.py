@@ -86,6 +86,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 if shape != value.shape:
                     value.shape = shape
                     modified = True
+        for function in model.functions.values():
+            modified |= _infer_function(model, function, infer)
         return modified
 
     def _apply_analysis(self, model: ir.Model, analysis: Analysis) -> bool:
@@ -132,6 +134,75 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     out.shape = new
                     modified = True
         return modified
+
+
+def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:
+    """Shapes inside a model-local function, from the types its call sites pass.
+
+    onnx infers nothing inside functions; typing the body as a graph with the call
+    sites' merged input types gives its values the shapes every call agrees on, which
+    is what lets a split inside a function unroll.
+    """
+    calls = [
+        node
+        for g in (model.graph, *model.functions.values())
+        for node in ir.traversal.RecursiveGraphIterator(g)
+        if node.op_identifier() == function.identifier()
+    ]
+    if not calls:
+        return False
+    input_types: list[onnx.TypeProto] = []
+    for i in range(len(function.inputs)):
+        args = [c.inputs[i] if i < len(c.inputs) else None for c in calls]
+        if any(a is None or a.type is None for a in args) or len({str(a.type) for a in args}) != 1:
+            return False
+        merged = merge_shapes([a.shape for a in args])
+        tp = onnx.TypeProto()
+        ir.serde.serialize_type_into(tp, args[0].type)
+        if merged is not None:
+            ir.serde.serialize_shape_into(tp, merged)
+        input_types.append(tp)
+    fproto = ir.serde.serialize_function(function)
+    graph = onnx.helper.make_graph(
+        list(fproto.node),
+        "function_body",
+        [onnx.helper.make_value_info(name, tp) for name, tp in zip(fproto.input, input_types)],
+        [onnx.ValueInfoProto(name=name) for name in fproto.output],
+    )
+    imports = {**{k: v for k, v in model.opset_imports.items()}, **{o.domain: o.version for o in fproto.opset_import}}
+    proto = onnx.helper.make_model(
+        graph,
+        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports.items()],
+        ir_version=model.ir_version,
+        functions=[ir.serde.serialize_function(f) for f in model.functions.values() if f is not function],
+    )
+    try:
+        inferred = infer(proto)
+    except Exception as e:  # noqa: BLE001 - best effort, as for the main graph
+        logger.info("shape inference inside %s failed (%s)", function.name, e)
+        return False
+    found = {vi.name: vi.type for vi in (*inferred.graph.value_info, *inferred.graph.output)}
+    modified = False
+    values = [v for node in ir.traversal.RecursiveGraphIterator(function) for v in node.outputs]
+    for v in [*function.inputs, *values]:
+        tp = found.get(v.name or "")
+        if v in function.inputs:
+            idx = list(function.inputs).index(v)
+            tp = input_types[idx]
+        if tp is None or not tp.WhichOneof("value"):
+            continue
+        new_type = ir.serde.deserialize_type_proto_for_type(tp)
+        new_shape = ir.serde.deserialize_type_proto_for_shape(tp)
+        if v.type is None and new_type is not None:
+            v.type = new_type
+            modified = True
+        if v.type is not None and new_type is not None and isinstance(v.type, ir.SequenceType) != isinstance(new_type, ir.SequenceType):
+            continue
+        shape = refine_shape(v.shape, new_shape)
+        if shape != v.shape:
+            v.shape = shape
+            modified = True
+    return modified
 
 
 def _concat_shape(node: ir.Node, info: SeqInfo) -> ir.Shape | None:

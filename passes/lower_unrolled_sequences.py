@@ -88,6 +88,11 @@ class LowerUnrolledSequencesPass(ir.passes.InPlacePass):
         lowerer = _Lowerer(model, analysis, self.keepdims_policy)
         for scope in walk_scopes(model):
             lowerer.graph(scope)
+        # Removal waits until every graph is done: an If rewrites its branches' outputs
+        # after the branches were lowered, and bodies read outer sequences. Inner graphs
+        # finish first, so their nodes (the readers) go first.
+        for graph, nodes in lowerer.dead:
+            graph.remove(nodes, safe=True)
         model.meta.setdefault(REPORT_KEY, []).extend(lowerer.records)
         return ir.passes.PassResult(model, lowerer.modified)
 
@@ -102,6 +107,7 @@ class _Lowerer:
         self.records: list[dict[str, str]] = []
         self.modified = False
         self._materialized: dict[tuple[int, int], ir.Value] = {}
+        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
 
     # -- walking ------------------------------------------------------------------------
 
@@ -121,7 +127,7 @@ class _Lowerer:
             lowered.append(node)
             self.modified = True
         if lowered:
-            scope.graph.remove(lowered, safe=True)
+            self.dead.append((scope.graph, lowered))
 
     def _touches_unrolled(self, node: ir.Node) -> bool:
         return any(self.analysis.unrolled(v) for v in (*node.inputs, *node.outputs))

@@ -48,6 +48,9 @@ class NameAuthority:
     def __init__(self, model: ir.Model) -> None:
         self._used: set[str] = set()
         self._counters: dict[str, int] = {}
+        # Small constants already emitted, per graph: (graph id, dtype, shape, bytes) ->
+        # value, so a lowering emits one `axes = [0]` per graph, not one per chunk.
+        self.constant_pool: dict[tuple[int, str, tuple[int, ...], bytes], ir.Value] = {}
         graphs: list[ir.Graph | ir.Function] = list(model.graphs())
         for f in model.functions.values():
             graphs.append(f)
@@ -172,6 +175,18 @@ class Builder:
         return v
 
     def constant(self, array: np.ndarray, name: str) -> ir.Value:
+        key = None
+        if array.size <= 64 and array.dtype != object:
+            key = (id(self.graph), str(array.dtype), tuple(array.shape), array.tobytes())
+            hit = self.names.constant_pool.get(key)
+            if hit is not None:
+                return hit
+        v = self._new_constant(array, name)
+        if key is not None:
+            self.names.constant_pool[key] = v
+        return v
+
+    def _new_constant(self, array: np.ndarray, name: str) -> ir.Value:
         tensor = ir.tensor(array)
         if self.main_graph:
             v = ir.Value(

@@ -58,3 +58,63 @@ def run(m: onnx.ModelProto, backend: str = "reference", policy: str = "auto", **
 
 def body(nodes, inputs, outputs, initializer=()) -> onnx.GraphProto:
     return helper.make_graph(nodes, "body", inputs, outputs, initializer=list(initializer))
+
+
+def lower_checked(
+    m: onnx.ModelProto,
+    *,
+    backends: tuple[str, ...] = ("reference", "onnxruntime"),
+    inputs: list[dict[str, Any]] | None = None,
+    policy: str = "auto",
+    max_unroll: int = 64,
+    tensor_only: bool = True,
+    dims: dict[str, int] | None = None,
+):
+    """Lower ``m`` and hold the result to the Stage 2 promises: tensor-only, passes the
+    full checker, keeps opset and IR version, byte-identical across runs and a fixpoint
+    of lowering, and equal to the original on every backend asked for."""
+    from seqlower import lower_with_report, load_model
+    from seqlower.executor.verify import verify
+    from seqlower.inventory import take_inventory
+    from seqlower.model_io import to_proto
+
+    original = m.SerializeToString()
+    low_ir, report = lower_with_report(load_model(m), _options(max_unroll, policy))
+    low = to_proto(low_ir)
+    assert m.SerializeToString() == original, "lowering modified its input"
+    onnx.checker.check_model(low, full_check=True)
+    assert low.ir_version == m.ir_version
+    assert {(o.domain, o.version) for o in low.opset_import} == {(o.domain, o.version) for o in m.opset_import}
+    if tensor_only:
+        inv = take_inventory(low)
+        assert inv.clean, [o.op_type for o in inv.ops] + [v.name for v in inv.values]
+        assert report.tensor_only, report.remaining
+    again = to_proto(lower_with_report(load_model(m), _options(max_unroll, policy))[0])
+    assert again.SerializeToString() == low.SerializeToString(), "lowering is not deterministic"
+    twice = to_proto(lower_with_report(load_model(low), _options(max_unroll, policy))[0])
+    assert twice.SerializeToString() == low.SerializeToString(), "lowering a lowered model changed it"
+    for backend in backends:
+        rep = verify(m, low, inputs=inputs, backend=backend, keepdims_policy=policy, dims=dims)
+        assert rep.equivalent, (backend, rep.to_json())
+    return low, report
+
+
+def _options(max_unroll: int, policy: str):
+    from seqlower import LowerOptions
+
+    return LowerOptions(max_unroll=max_unroll, keepdims_policy=policy)
+
+
+def ops_of(m: onnx.ModelProto) -> list[str]:
+    """Every op type in the model, subgraphs and functions included, in order."""
+    out: list[str] = []
+    stack = [m.graph, *[f for f in m.functions]]
+    while stack:
+        g = stack.pop(0)
+        for n in g.node:
+            out.append(n.op_type)
+            for a in n.attribute:
+                if a.HasField("g"):
+                    stack.append(a.g)
+                stack.extend(a.graphs)
+    return out
