@@ -294,6 +294,7 @@ class _Analyzer:
         self.blockers: dict[ir.Value, str] = {}
         self._quiet = 0
         self._order: dict[ir.Value, int] = {}
+        self._links: list[list[ir.Value]] = []
 
     # entry
     def run(self) -> Analysis:
@@ -331,9 +332,9 @@ class _Analyzer:
         self._add(v)
 
     def _link(self, values: Sequence[ir.Value | None]) -> None:
-        vs = [v for v in values if v is not None and v in self.result.info]
-        for a, b in zip(vs, vs[1:]):
-            self.web.add_edge(a, b)
+        # Resolved in _decide, once every value's info is known (outputs are set after
+        # links are declared, and tensors among ``values`` are dropped there).
+        self._links.append([v for v in values if v is not None])
 
     def _seed_from_type(self, v: ir.Value, graph: str) -> None:
         if isinstance(v.type, ir.SequenceType) and v not in self.result.info:
@@ -670,9 +671,11 @@ class _Analyzer:
                 if unchanged:
                     final = i
                 elif appends[k] and trip is not None and trip.size == 1 and cond_free:
-                    final = dataclasses.replace(st, length=i.length + int(trip.reshape(())), shapes=None, consts=None)
-                    if final.length is not None and final.length == i.length:
+                    length = i.length + int(trip.reshape(()))
+                    if length == i.length:
                         final = i
+                    else:
+                        final = dataclasses.replace(st, length=length, shapes=(st.elem_shape,) * length, consts=(None,) * length)
             self._set(out, final, label)
             blocked = f"'{out.name}' is carried by {node_label(node)} (loop-carried sequences arrive in Stage 3)"
             for v in (carried_in[k], body.inputs[2 + k], body.outputs[1 + k], out):
@@ -701,7 +704,8 @@ class _Analyzer:
         n = first.length
         for out, bo in zip(node.outputs, body.outputs):
             dtype = bo.dtype
-            shape = bo.shape
+            # The body's symbolic dims name per-iteration sizes: outside, only ints hold.
+            shape = None if bo.shape is None else ir.Shape([d if isinstance(d, int) else None for d in bo.shape.dims])
             if n is None:
                 self._set(out, SeqInfo.unknown(dtype, shape, False), label)
             else:
@@ -711,6 +715,10 @@ class _Analyzer:
     # decisions -------------------------------------------------------------------------
 
     def _decide(self) -> None:
+        for values in self._links:
+            vs = [v for v in values if v in self.result.info]
+            for a, b in zip(vs, vs[1:]):
+                self.web.add_edge(a, b)
         order = self._order.__getitem__
         for comp in sorted(nx.connected_components(self.web), key=lambda c: min(map(order, c))):
             values = sorted(comp, key=order)
@@ -789,6 +797,8 @@ def _loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
         if c is None or not bool(c.reshape(())):
             return False
     out = body.outputs[0]
+    while out is not None and (p := out.producer()) is not None and p.op_type == "Identity" and is_default_domain(p) and p.inputs:
+        out = p.inputs[0]
     if out is body.inputs[1]:
         return True
     c = const_array(out)

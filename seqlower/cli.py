@@ -188,9 +188,14 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from seqlower.inventory import take_inventory
     from seqlower.model_io import read_model_proto
 
+    from seqlower.model_io import load_model
+    from seqlower.pipeline import LowerOptions, describe_sequences
+
     inv = take_inventory(read_model_proto(args.model, load_external_data=False), infer=True)
+    seqs = describe_sequences(load_model(args.model), LowerOptions(max_unroll=args.max_unroll,
+                                                                   keepdims_policy=args.keepdims_policy))
     if args.json:
-        print(json.dumps(inv.to_json(), indent=2))
+        print(json.dumps({**inv.to_json(), "sequences": seqs}, indent=2))
         return EXIT_OK
     print(f"{args.model}: {len(inv.ops)} sequence/optional ops, {len(inv.values)} sequence/optional values")
     if inv.ops:
@@ -205,7 +210,27 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             origin = f"from {v.producer}" if v.producer else v.role
             uses = f"; used by {', '.join(v.consumers)}" if v.consumers else ""
             print(f"  {v.name}: {v.type}  in {v.graph}; {origin}{uses}")
+    if seqs:
+        print("sequence analysis (length, element shapes; one decision per web of connected sequences):")
+        for s in seqs:
+            info = s["info"] or {}
+            length = "?" if info.get("length") is None else info["length"]
+            if info.get("shapes") is not None:
+                shapes = ", ".join(_fmt_shape(sh) for sh in info["shapes"])
+            else:
+                shapes = ("all " if info.get("uniform") else "merged ") + _fmt_shape(info.get("elem_shape"))
+            dtype = (info.get("dtype") or "?").lower()
+            const = " constant" if info.get("constant") else ""
+            verdict = s["lowering"] if s["reason"] is None else f"kept: {s['reason']}"
+            print(f"  {s['name']}: seq<{dtype}> length {length} [{shapes}]{const}  in {s['graph']}  (web {s['web']})")
+            print(f"      {verdict}")
     return EXIT_OK
+
+
+def _fmt_shape(dims: list | None) -> str:
+    if dims is None:
+        return "?"
+    return "(" + ",".join("?" if d is None else str(d) for d in dims) + ")"
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -336,6 +361,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from seqlower.executor import KEEPDIMS_POLICIES
     from seqlower.pipeline import DEFAULT_MAX_UNROLL
 
     parser = argparse.ArgumentParser(
@@ -400,13 +426,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="list every sequence value and op", formatter_class=fmt,
                        description="Every sequence/optional value and op, subgraphs and functions included, "
-                                   "with what onnx shape inference knows about it.",
+                                   "with what onnx shape inference knows about it, then seqlower's analysis of "
+                                   "each sequence value (length, per-element shapes, constants) and whether it "
+                                   "lowers statically or why not.",
                        epilog=_examples("""
                            seqlower inspect model.onnx
                            seqlower inspect model.onnx --json
                        """))
     p.add_argument("model")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--max-unroll", type=_nonneg_int, default=DEFAULT_MAX_UNROLL, metavar="N",
+                   help=f"longest sequence to lower statically, as for lower (default: {DEFAULT_MAX_UNROLL})")
+    p.add_argument("--keepdims-policy", choices=KEEPDIMS_POLICIES, default="auto",
+                   help="as for lower (decides whether keepdims=0 chunks lose their axis)")
     p.set_defaults(func=_cmd_inspect)
 
     p = sub.add_parser("check", help="CI gate: exit 1 while sequences remain", formatter_class=fmt,

@@ -133,3 +133,37 @@ def _check(proto: onnx.ModelProto) -> None:
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid")
         raise ModelError(f"the lowered model fails the ONNX checker: {first}") from None
+
+
+def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:
+    """Every sequence value's SeqInfo and what the lowering will do with it (for
+    ``seqlower inspect``). Shapes are inferred on ``model`` first (in place)."""
+    from passes.infer_sequence_shapes import InferSequenceShapesPass
+
+    options = options or LowerOptions()
+    try:
+        InferSequenceShapesPass()(model)
+    except ir.passes.PassError as e:
+        cause = e.__cause__
+        if isinstance(cause, SeqlowerError):
+            raise cause from None
+        raise
+    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy)
+    webs = {id(w): i for i, w in enumerate(analysis.webs)}
+    out = []
+    for web in analysis.webs:
+        for v in web.values:
+            info = analysis.info.get(v)
+            producer = v.producer()
+            out.append(
+                {
+                    "name": v.name,
+                    "graph": analysis.graph_of.get(v, "?"),
+                    "producer": node_label(producer) if producer is not None else "graph input",
+                    "web": webs[id(web)],
+                    "info": info.to_json() if info is not None else None,
+                    "lowering": "unrolled (static)" if web.unrolled else "kept",
+                    "reason": web.reason,
+                }
+            )
+    return out

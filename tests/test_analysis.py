@@ -1,0 +1,161 @@
+"""The sequence lattice: lengths, shapes, constants, joins, loops, webs and decisions."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from onnx import helper
+
+from seqlower.analysis import analyze
+from seqlower.errors import ModelError
+from tests.helpers import BOOL, FLOAT, INT64, body, const, model, seq, t
+
+
+def _analyze(m, **kw):
+    irm = ir.serde.deserialize_model(m)
+    from passes.infer_sequence_shapes import InferSequenceShapesPass
+
+    InferSequenceShapesPass()(irm)
+    a = analyze(irm, **kw)
+    by_name = {v.name: info for v, info in a.info.items()}
+    return irm, a, by_name
+
+
+def test_split_lengths_shapes_and_symbolic_dims():
+    m = model(
+        [
+            helper.make_node("SplitToSequence", ["x", "k"], ["s"], axis=1),
+            helper.make_node("SplitToSequence", ["x"], ["u"], axis=0, keepdims=0),
+            helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1),
+        ],
+        [t("x", FLOAT, ["N", 5])],
+        [t("y", FLOAT, ["N", 5])],
+        initializer=[const("k", 2, np.int64)],
+    )
+    _, a, info = _analyze(m)
+    s = info["s"]
+    assert s.length == 3 and [list(sh.dims) for sh in s.shapes] == [[ir.SymbolicDim("N"), 2]] * 2 + [[ir.SymbolicDim("N"), 1]]
+    assert not s.uniform and s.elem_shape == ir.Shape(["N", None])
+    u = info["u"]  # N chunks: length unknown, but every chunk has shape [5]
+    assert u.length is None and u.uniform and u.elem_shape == ir.Shape([5])
+    decisions = {w.values[0].name: w.reason for w in a.webs}
+    assert decisions["s"] is None
+    assert "only known at run time" in decisions["u"]
+
+
+def test_insert_into_empty_keeps_exact_shapes_and_constants():
+    m = model(
+        [
+            helper.make_node("SequenceEmpty", [], ["e"], dtype=FLOAT),
+            helper.make_node("SequenceInsert", ["e", "a"], ["s1"]),
+            helper.make_node("SequenceInsert", ["s1", "x", "zero"], ["s2"]),
+            helper.make_node("SequenceErase", ["s2", "minus1"], ["s3"]),
+            helper.make_node("SequenceLength", ["s3"], ["n"]),
+        ],
+        [t("x", FLOAT, [2, 7])],
+        [t("n", INT64, [])],
+        initializer=[const("a", np.ones((3,), np.float32)), const("zero", 0, np.int64), const("minus1", -1, np.int32)],
+    )
+    _, _, info = _analyze(m)
+    assert info["s2"].length == 2 and info["s2"].shapes == (ir.Shape([2, 7]), ir.Shape([3]))
+    assert info["s2"].consts[0] is None and np.array_equal(info["s2"].consts[1], np.ones(3, np.float32))
+    assert info["s3"].length == 1 and info["s3"].shapes == (ir.Shape([2, 7]),) and info["s3"].uniform
+
+
+def test_if_joins_branches():
+    then_g = body([helper.make_node("SequenceConstruct", ["x", "x"], ["a"])], [], [seq("a", FLOAT)])
+    else_g = body([helper.make_node("SequenceConstruct", ["x", "y"], ["b"])], [], [seq("b", FLOAT)])
+    other = body([helper.make_node("SequenceConstruct", ["x"], ["c"])], [], [seq("c", FLOAT)])
+    m = model(
+        [
+            helper.make_node("If", ["f"], ["s"], then_branch=then_g, else_branch=else_g),
+            helper.make_node("If", ["f"], ["r"], then_branch=other, else_branch=then_g.__class__.FromString(else_g.SerializeToString())),
+            helper.make_node("SequenceLength", ["s"], ["n"]),
+            helper.make_node("SequenceLength", ["r"], ["k"]),
+        ],
+        [t("x", FLOAT, [2]), t("y", FLOAT, [3]), t("f", BOOL, [])],
+        [t("n", INT64, []), t("k", INT64, [])],
+    )
+    _, _, info = _analyze(m)
+    assert info["s"].length == 2 and info["s"].shapes == (ir.Shape([2]), ir.Shape([None]))
+    assert info["r"].length is None and info["r"].elem_shape == ir.Shape([None])
+
+
+def _append_loop(trips, cond_const=None):
+    b = body(
+        [
+            helper.make_node("SequenceInsert", ["acc_in", "x"], ["acc_out"]),
+            helper.make_node("Identity", ["c_in"], ["c_out"]) if cond_const is None else helper.make_node("Identity", ["stop"], ["c_out"]),
+        ],
+        [t("i", INT64, []), t("c_in", BOOL, []), seq("acc_in", FLOAT)],
+        [t("c_out", BOOL, []), seq("acc_out", FLOAT)],
+    )
+    return model(
+        [
+            helper.make_node("SequenceEmpty", [], ["e"], dtype=FLOAT),
+            helper.make_node("SequenceInsert", ["e", "x"], ["start"]),
+            helper.make_node("Loop", ["trips", "", "start"], ["acc"], body=b),
+            helper.make_node("ConcatFromSequence", ["acc"], ["y"], axis=0),
+        ],
+        [t("x", FLOAT, [2])],
+        [t("y", FLOAT, [None])],
+        initializer=[const("trips", trips, np.int64)] + ([const("stop", cond_const)] if cond_const is not None else []),
+    )
+
+
+def test_loop_append_once_has_length_initial_plus_trips():
+    _, a, info = _analyze(_append_loop(4))
+    assert info["acc"].length == 5 and info["acc"].elem_shape == ir.Shape([2]) and info["acc"].uniform
+    assert info["acc_in"].length is None  # widened inside the body
+    web = a.web_of[next(v for v in a.info if v.name == "acc")]
+    assert "carried by Loop" in web.reason
+
+
+def test_loop_that_may_stop_early_has_unknown_length():
+    _, _, info = _analyze(_append_loop(4, cond_const=np.array(False)))
+    assert info["acc"].length is None and info["acc"].elem_shape == ir.Shape([2])
+
+
+@pytest.mark.parametrize("nodes, inits, message", [
+    ([helper.make_node("SequenceAt", ["s", "p"], ["y"], name="pick")], [const("p", 2, np.int64)],
+     "SequenceAt node 'pick': position 2 is out of range [-2, 1]"),
+    ([helper.make_node("SequenceInsert", ["s", "x", "p"], ["y"], name="ins")], [const("p", -3, np.int32)],
+     "SequenceInsert node 'ins': position -3 is out of range [-2, 2]"),
+    ([helper.make_node("SequenceErase", ["s", "p"], ["y"], name="del")], [const("p", [2], np.int64)],
+     "SequenceErase node 'del': position 2 is out of range [-2, 1]"),
+    ([helper.make_node("SplitToSequence", ["x", "p"], ["y"], name="sp")], [const("p", [1, 2], np.int64)],
+     "SplitToSequence node 'sp': split [1, 2] sums to 3 but the dimension is 2"),
+    ([helper.make_node("SplitToSequence", ["x", "p"], ["y"], name="sp")], [const("p", 0, np.int64)],
+     "SplitToSequence node 'sp': scalar split must be positive, got 0"),
+    ([helper.make_node("SequenceAt", ["s", "p"], ["y"], name="pick")], [const("p", 0.0, np.float32)],
+     "SequenceAt node 'pick': position must be int32 or int64"),
+])
+def test_invalid_constants_name_the_node(nodes, inits, message):
+    m = model(
+        [helper.make_node("SequenceConstruct", ["x", "x"], ["s"]), *nodes],
+        [t("x", FLOAT, [2])],
+        [t("y", FLOAT, None) if nodes[0].op_type == "SequenceAt" else seq("y", FLOAT)],
+        initializer=inits,
+    )
+    with pytest.raises(ModelError, match="^" + message.replace("[", r"\[").replace("]", r"\]")):
+        _analyze(m)
+
+
+def test_webs_are_blocked_by_boundaries_runtime_positions_and_max_unroll():
+    m = model(
+        [
+            helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+            helper.make_node("SequenceAt", ["s", "p"], ["y"]),
+            helper.make_node("SplitToSequence", ["x"], ["out"], axis=1),
+        ],
+        [t("x", FLOAT, [3, 70]), t("p", INT64, [])],
+        [t("y", FLOAT, [1, 70]), seq("out", FLOAT)],
+    )
+    _, a, _ = _analyze(m)
+    reasons = {w.values[0].name: w.reason for w in a.webs}
+    assert "position of SequenceAt" in reasons["s"]
+    assert "model output" in reasons["out"]
+    _, a, _ = _analyze(model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=1), helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1)],
+                             [t("x", FLOAT, [3, 70])], [t("y", FLOAT, [3, 70])]), max_unroll=64)
+    assert "more than --max-unroll 64" in a.webs[0].reason
