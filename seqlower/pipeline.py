@@ -13,7 +13,6 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from passes._rewrite import REPORT_KEY
 from seqlower.analysis import Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
@@ -75,6 +74,8 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
 
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
     options = options or LowerOptions()
+    from passes._rewrite import REPORT_KEY  # passes import seqlower: import them late
+
     report = LowerReport()
     model.meta[REPORT_KEY] = []
     try:

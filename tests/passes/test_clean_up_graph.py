@@ -1,0 +1,33 @@
+"""Clean-up keeps Loop valid after onnx_ir strips trailing empty inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx import helper
+
+from passes.clean_up_graph import CleanUpGraphPass
+from seqlower.model_io import to_proto
+from tests.helpers import BOOL, FLOAT, INT64, body, const, model, t
+
+
+def test_loop_without_cond_or_carried_values_keeps_two_inputs():
+    b = body(
+        [helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Add", ["x", "x"], ["y"])],
+        [t("i", INT64, []), t("c", BOOL, [])],
+        [t("c2", BOOL, []), t("y", FLOAT, [2])],
+    )
+    m = model(
+        [helper.make_node("Loop", ["trips", ""], ["ys"], body=b), helper.make_node("Neg", ["x"], ["dead"])],
+        [t("x", FLOAT, [2])],
+        [t("ys", FLOAT, [3, 2])],
+        initializer=[const("trips", 3, np.int64), const("unused", 1.0, np.float32)],
+    )
+    irm = ir.serde.deserialize_model(m)
+    assert CleanUpGraphPass()(irm).modified
+    loop = next(n for n in irm.graph if n.op_type == "Loop")
+    assert len(loop.inputs) == 2 and loop.inputs[1] is None
+    assert [n.op_type for n in irm.graph] == ["Loop"] and "unused" not in irm.graph.initializers
+    onnx.checker.check_model(to_proto(irm), full_check=True)
+    assert not CleanUpGraphPass()(irm).modified
