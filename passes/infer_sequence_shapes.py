@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import onnx
 import onnx_ir as ir
@@ -27,6 +28,19 @@ from seqlower.errors import ModelError
 __all__ = ["InferSequenceShapesPass", "refine_shape"]
 
 logger = logging.getLogger(__name__)
+
+
+_GENERATED_DIM = re.compile(r"unk__\d+")
+
+
+def _sanitize(shape: ir.Shape | None) -> ir.Shape | None:
+    """onnx names the dims it cannot infer ``unk__N``; they promise nothing (two such
+    dims with one name need not be equal), so they become unknown."""
+    if shape is None:
+        return None
+    return ir.Shape(
+        [None if isinstance(d, ir.SymbolicDim) and d.value and _GENERATED_DIM.fullmatch(d.value) else d for d in shape.dims]
+    )
 
 
 def refine_shape(old: ir.Shape | None, new: ir.Shape | None) -> ir.Shape | None:
@@ -54,9 +68,15 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
     """Types and shapes on every value; sequence values stay sequences."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = self._onnx_inference(model)
-        analysis = analyze(model, max_unroll=0)
-        modified |= self._apply_analysis(model, analysis)
+        modified = False
+        # What seqlower adds (a concat's summed axis) feeds onnx's inference of the
+        # tensor ops after it, so alternate until neither learns anything (bounded).
+        for _ in range(4):
+            changed = self._onnx_inference(model)
+            changed |= self._apply_analysis(model, analyze(model, max_unroll=0))
+            modified |= changed
+            if not changed:
+                break
         return ir.passes.PassResult(model, modified)
 
     def _onnx_inference(self, model: ir.Model) -> bool:
@@ -82,7 +102,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     modified = True
                 elif isinstance(value.type, ir.SequenceType) != isinstance(other.type, ir.SequenceType):
                     continue
-                shape = refine_shape(value.shape, other.shape)
+                shape = refine_shape(value.shape, _sanitize(other.shape))
                 if shape != value.shape:
                     value.shape = shape
                     modified = True
@@ -192,7 +212,7 @@ def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:
         if tp is None or not tp.WhichOneof("value"):
             continue
         new_type = ir.serde.deserialize_type_proto_for_type(tp)
-        new_shape = ir.serde.deserialize_type_proto_for_shape(tp)
+        new_shape = _sanitize(ir.serde.deserialize_type_proto_for_shape(tp))
         if v.type is None and new_type is not None:
             v.type = new_type
             modified = True
