@@ -67,13 +67,17 @@ def refine_shape(old: ir.Shape | None, new: ir.Shape | None) -> ir.Shape | None:
 class InferSequenceShapesPass(ir.passes.InPlacePass):
     """Types and shapes on every value; sequence values stay sequences."""
 
+    def __init__(self, keepdims_policy: str = "auto") -> None:
+        super().__init__()
+        self.keepdims_policy = keepdims_policy
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = False
+        modified = _reset_after_policy_squeezes(model, self.keepdims_policy)
         # What seqlower adds (a concat's summed axis) feeds onnx's inference of the
         # tensor ops after it, so alternate until neither learns anything (bounded).
         for _ in range(4):
             changed = self._onnx_inference(model)
-            changed |= self._apply_analysis(model, analyze(model, max_unroll=0))
+            changed |= self._apply_analysis(model, analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy))
             modified |= changed
             if not changed:
                 break
@@ -154,6 +158,81 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     out.shape = new
                     modified = True
         return modified
+
+
+def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
+    """Where the keepdims policy squeezes a SplitToSequence that onnx's inference (which
+    follows the spec) does not, give the sequence its squeezed element shape and forget
+    the shapes onnx derived from the unsqueezed one downstream, so they are re-inferred.
+    A model output's declared shape derived that way (exporters copy onnx's inference)
+    is wrong under the policy too: it is re-inferred, and the report says so.
+    """
+    analysis = analyze(model, max_unroll=0, keepdims_policy=policy)
+    seeds = []
+    for value, info in analysis.info.items():
+        node = value.producer()
+        if node is None or node.op_type != "SplitToSequence" or not is_default_domain(node):
+            continue
+        has_split = len(node.inputs) > 1 and node.inputs[1] is not None
+        keepdims = node.attributes["keepdims"].as_int() if "keepdims" in node.attributes else 1
+        if not has_split or keepdims or info.elem_shape is None or value.shape == info.elem_shape:
+            continue
+        if value.shape is not None and value.shape.rank() == info.elem_shape.rank():
+            continue
+        if value.type is None and info.dtype is not None:
+            value.type = ir.SequenceType(ir.TensorType(info.dtype))
+        value.shape = info.elem_shape
+        seeds.append(value)
+    if not seeds:
+        return False
+    owners = _subgraph_owners(model)
+    seen: set[ir.Value] = set(seeds)
+    stack = list(seeds)
+    while stack:
+        v = stack.pop()
+        for use in v.uses():
+            for out in use.node.outputs:
+                if out not in seen:
+                    seen.add(out)
+                    _forget_shape(model, out, policy)
+                    stack.append(out)
+            # A read inside a subgraph changes what its owner node computes.
+            owner = owners.get(id(use.node.graph))
+            while owner is not None:
+                for out in owner.outputs:
+                    if out not in seen:
+                        seen.add(out)
+                        _forget_shape(model, out, policy)
+                        stack.append(out)
+                owner = owners.get(id(owner.graph))
+    return True
+
+
+NOTES_KEY = "seqlower.notes"
+
+
+def _forget_shape(model: ir.Model, v: ir.Value, policy: str) -> None:
+    if v.shape is None or isinstance(v.type, ir.SequenceType):
+        return
+    if v.is_graph_output() and v in model.graph.outputs:
+        model.meta.setdefault(NOTES_KEY, []).append(
+            f"output '{v.name}': the declared shape {v.shape} follows the spec's keepdims rule; "
+            f"under the keepdims policy '{policy}' it was re-inferred"
+        )
+    v.shape = None
+
+
+def _subgraph_owners(model: ir.Model) -> dict[int, ir.Node]:
+    owners: dict[int, ir.Node] = {}
+    for g in (model.graph, *model.functions.values()):
+        for node in ir.traversal.RecursiveGraphIterator(g):
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    owners[id(attr.as_graph())] = node
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    for sub in attr.as_graphs():
+                        owners[id(sub)] = node
+    return owners
 
 
 def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:

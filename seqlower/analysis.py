@@ -389,9 +389,14 @@ class _Analyzer:
         info = self._in(node, i)
         if info is None:
             v = node.inputs[i] if i < len(node.inputs) else None
-            raise ModelError(
-                f"{node_label(node)}: input {i} ('{v.name if v is not None else ''}') is not a sequence"
-            )
+            if v is None or isinstance(v.type, ir.TensorType) or const_array(v) is not None:
+                raise ModelError(
+                    f"{node_label(node)}: input {i} ('{v.name if v is not None else ''}') is not a sequence"
+                )
+            # Untyped, from something we cannot see through (an optional, a custom op).
+            info = SeqInfo.unknown(None)
+            self._set(v, info, self.result.graph_of.get(v, "?"))
+            self._block(v, f"'{v.name}' comes from a value seqlower cannot analyse")
         return info
 
     def _check_arity(self, node: ir.Node, lo: int, hi: int) -> None:

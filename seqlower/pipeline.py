@@ -55,13 +55,15 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     """The passes, in order: rounds of (infer, fold, lower Unrolled, clean up) to a
     fixpoint, then a final shape inference so every value is typed."""
     from passes.clean_up_graph import CleanUpGraphPass
+    from passes.fold_sequence_arguments import FoldSequenceArgumentsPass
     from passes.fold_sequence_constants import FoldSequenceConstantsPass
     from passes.infer_sequence_shapes import InferSequenceShapesPass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 
     rounds = ir.passes.PassManager(
         [
-            InferSequenceShapesPass(),
+            InferSequenceShapesPass(options.keepdims_policy),
+            FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
             CleanUpGraphPass(),
@@ -69,7 +71,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
         steps=MAX_ROUNDS,
         early_stop=True,
     )
-    return [rounds, InferSequenceShapesPass()]
+    return [rounds, InferSequenceShapesPass(options.keepdims_policy)]
 
 
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
@@ -78,6 +80,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
 
     report = LowerReport()
     model.meta[REPORT_KEY] = []
+    model.meta["seqlower.notes"] = []
     try:
         result = ir.passes.PassManager(build_passes(options))(model)
     except ir.passes.PassError as e:
@@ -89,6 +92,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
         raise
     model = result.model
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
+    report.notes.extend(dict.fromkeys(model.meta.get("seqlower.notes", [])))
     proto = to_proto(model)
     _check(proto)
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy)

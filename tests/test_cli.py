@@ -228,3 +228,55 @@ def test_console_script_gives_no_traceback(tmp_path):
     p.write_bytes(b"\x08\x96\x01junk")
     proc = subprocess.run([sys.executable, "-m", "seqlower", "check", str(p)], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "junk.onnx" in proc.stderr
+
+
+@pytest.mark.parametrize("split, message", [
+    ([1, 2, 4], "SplitToSequence node 'split': split [1, 2, 4] sums to 7 but the dimension is 6"),
+    (0, "SplitToSequence node 'split': scalar split must be positive, got 0"),
+])
+def test_lower_refuses_invalid_constants_and_writes_nothing(capsys, tmp_path, split, message):
+    m = build_demo_model()
+    for init in m.graph.initializer:
+        if init.name == "sizes":
+            init.CopyFrom(onnx.numpy_helper.from_array(np.array(split, np.int64), "sizes"))
+    p, out = tmp_path / "bad.onnx", tmp_path / "out.onnx"
+    onnx.save(m, p)
+    before = p.read_bytes()
+    code, _, err = cli(capsys, "lower", p, "-o", out)
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists() and p.read_bytes() == before
+    assert list(tmp_path.iterdir()) == [p]
+
+
+def test_lower_out_of_range_position_exit_2(capsys, tmp_path):
+    m = build_demo_model()
+    for init in m.graph.initializer:
+        if init.name == "one":
+            init.CopyFrom(onnx.numpy_helper.from_array(np.array(7, np.int64), "one"))
+    p = tmp_path / "bad.onnx"
+    onnx.save(m, p)
+    code, _, err = cli(capsys, "lower", p, "-o", tmp_path / "o.onnx")
+    assert code == 2 and "SequenceInsert node 'insert_y': position 7 is out of range [-3, 3]" in err
+
+
+def test_inspect_shows_lengths_shapes_and_decisions(capsys, seq_model):
+    code, out, _ = cli(capsys, "inspect", seq_model)
+    assert code == 0
+    assert "chunks: seq<float> length 3 [(1,4), (2,4), (3,4)]" in out and "unrolled (static)" in out
+    code, out, _ = cli(capsys, "inspect", seq_model, "--max-unroll", "2", "--json")
+    doc = json.loads(out)
+    chunks = next(s for s in doc["sequences"] if s["name"] == "chunks")
+    assert chunks["info"]["length"] == 3 and chunks["info"]["shapes"] == [[1, 4], [2, 4], [3, 4]]
+    assert chunks["lowering"] == "kept" and "more than --max-unroll 2" in chunks["reason"]
+
+
+def test_lower_report_lists_rewrites_and_what_stays(capsys, tmp_path, seq_model):
+    report = tmp_path / "r.json"
+    code, out, _ = cli(capsys, "lower", seq_model, "-o", tmp_path / "o.onnx", "--report", report, "--max-unroll", "2")
+    doc = json.loads(report.read_text())
+    assert code == 0 and not doc["tensor_only"]
+    assert any(r["op"] == "SequenceLength" and r["how"] == "folded" for r in doc["rewrites"])
+    assert {r["op"] for r in doc["remaining"]} == {"SplitToSequence", "SequenceInsert", "SequenceErase", "SequenceMap", "ConcatFromSequence"}
+    assert all("--max-unroll 2" in r["reason"] for r in doc["remaining"])
+    code, _, _ = cli(capsys, "check", tmp_path / "o.onnx")
+    assert code == 1

@@ -1,0 +1,166 @@
+"""Constant-fold the tensor arithmetic that computes split sizes and positions.
+
+TorchScript computes ``chunk``'s split sizes from ``Shape`` (Shape -> Gather -> Add ->
+Div -> Expand -> Concat) even when the shape is static; once that arithmetic is a
+constant, the sequence is static. This pass:
+
+1. finds each sequence op's control input (``SplitToSequence``'s split, the position
+   of ``SequenceInsert``/``SequenceErase``/``SequenceAt``, ``Loop``'s trip count);
+2. evaluates its backward slice when every leaf is a constant or the ``Shape``/``Size``
+   of a value with a static shape (with onnx's reference evaluator, node by node);
+3. feeds the op the result as a constant.
+
+Only those inputs change; the arithmetic, now unused, is removed by the clean-up.
+onnxscript's folder is not used here because its per-op evaluators run before its
+``should_fold`` filter: it would also rewrite (and, for SplitToSequence below opset 18
+or with keepdims=0 and a 1-D split, break) the sequence ops themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx.reference import ReferenceEvaluator
+
+from passes._rewrite import REPORT_KEY, Scope, rewrite_record, subgraph_scopes, walk_scopes
+from seqlower.analysis import const_array, is_default_domain
+from seqlower.builder import NameAuthority
+
+__all__ = ["FoldSequenceArgumentsPass"]
+
+logger = logging.getLogger(__name__)
+
+CONTROL_INPUTS = {"SplitToSequence": 1, "SequenceInsert": 2, "SequenceErase": 1, "SequenceAt": 1, "Loop": 0}
+_MAX_ELEMENTS = 1024
+_MAX_SLICE = 64
+
+
+class FoldSequenceArgumentsPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        names = NameAuthority(model)
+        records: list[dict[str, str]] = []
+        for scope in walk_scopes(model):
+            self._graph(scope, names, records)
+        model.meta.setdefault(REPORT_KEY, []).extend(records)
+        return ir.passes.PassResult(model, bool(records))
+
+    def _graph(self, scope: Scope, names: NameAuthority, records: list[dict[str, str]]) -> None:
+        for node in list(scope.graph):
+            for sub in subgraph_scopes(node, scope):
+                self._graph(sub, names, records)
+            if not is_default_domain(node) or node.op_type not in CONTROL_INPUTS:
+                continue
+            i = CONTROL_INPUTS[node.op_type]
+            v = node.inputs[i] if i < len(node.inputs) else None
+            if v is None or const_array(v) is not None or v.producer() is None:
+                continue
+            value = _evaluate(v, scope.opset)
+            if value is None:
+                continue
+            const = scope.builder(node, names).constant(value, f"{v.name or 'arg'}_folded")
+            node.replace_input_with(i, const)
+            records.append(rewrite_record(node, scope, "constant argument", f"input {i} folded from static shapes"))
+
+
+def _evaluate(target: ir.Value, opset: int) -> np.ndarray | None:
+    """The value of ``target`` if its backward slice is computable at compile time."""
+    known: dict[ir.Value, np.ndarray] = {}
+    order: list[ir.Node] = []
+    seen: set[int] = set()
+    stack = [target]
+    while stack:
+        v = stack.pop()
+        if v in known:
+            continue
+        c = const_array(v)
+        if c is not None:
+            known[v] = c
+            continue
+        node = v.producer()
+        if node is None:  # a graph input
+            return None
+        if id(node) in seen:
+            continue
+        if not is_default_domain(node) or node.op_type in ("Loop", "If", "Scan"):
+            return None
+        seen.add(id(node))
+        if len(seen) > _MAX_SLICE:
+            return None
+        order.append(node)
+        if node.op_type in ("Shape", "Size"):
+            x = node.inputs[0]
+            if x is None or x.shape is None or not x.shape.is_static():
+                return None
+            continue
+        for inp in node.inputs:
+            if inp is not None:
+                if inp.type is not None and not isinstance(inp.type, ir.TensorType):
+                    return None
+                stack.append(inp)
+    for node in _producers_first(order):
+        try:
+            outputs = _run(node, known, opset)
+        except Exception as e:  # noqa: BLE001 - a slice we cannot evaluate is simply not folded
+            logger.debug("cannot evaluate %s: %s", node.op_type, e)
+            return None
+        for out, val in zip(node.outputs, outputs):
+            if val.size > _MAX_ELEMENTS:
+                return None
+            known[out] = val
+    return known.get(target)
+
+
+def _producers_first(nodes: list[ir.Node]) -> list[ir.Node]:
+    """``nodes`` in an order where every producer comes before its consumers."""
+    members = {id(n) for n in nodes}
+    done: set[int] = set()
+    out: list[ir.Node] = []
+
+    def visit(n: ir.Node) -> None:
+        stack = [(n, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                out.append(node)
+                continue
+            if id(node) in done:
+                continue
+            done.add(id(node))
+            stack.append((node, True))
+            for inp in node.inputs:
+                p = inp.producer() if inp is not None else None
+                if p is not None and id(p) in members and id(p) not in done:
+                    stack.append((p, False))
+
+    for n in nodes:
+        visit(n)
+    return out
+
+
+def _run(node: ir.Node, known: dict[ir.Value, np.ndarray], opset: int) -> list[np.ndarray]:
+    if node.op_type in ("Shape", "Size"):
+        shape = [int(d) for d in node.inputs[0].shape.dims]
+        if node.op_type == "Size":
+            return [np.array(int(np.prod(shape)), dtype=np.int64)]
+        start = node.attributes["start"].as_int() if "start" in node.attributes else 0
+        end = node.attributes["end"].as_int() if "end" in node.attributes else len(shape)
+        return [np.array(shape[slice(start, end)], dtype=np.int64)]
+    proto = ir.serde.serialize_node(node)
+    names = [f"i{k}" if v is not None else "" for k, v in enumerate(node.inputs)]
+    outs = [f"o{k}" for k in range(len(node.outputs))]
+    del proto.input[:]
+    proto.input.extend(names)
+    del proto.output[:]
+    proto.output.extend(outs)
+    graph = onnx.helper.make_graph(
+        [proto], "slice",
+        [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(known[v].dtype), None)
+         for n, v in zip(names, node.inputs) if v is not None],
+        [onnx.ValueInfoProto(name=o) for o in outs],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    feeds = {n: known[v] for n, v in zip(names, node.inputs) if v is not None}
+    return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]
