@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from passes._rewrite import subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, const_position, is_default_domain
-from seqlower.builder import merge_shapes
+from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
 
 __all__ = ["InferSequenceShapesPass", "refine_shape"]
@@ -305,29 +305,7 @@ def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:
 
 
 def _concat_shape(node: ir.Node, info: SeqInfo) -> ir.Shape | None:
-    if info.shapes is None or not info.shapes or any(s is None for s in info.shapes) or "axis" not in node.attributes:
+    if info.shapes is None or "axis" not in node.attributes:
         return None
-    shapes = list(info.shapes)
-    rank = shapes[0].rank()
-    if any(s.rank() != rank for s in shapes):
-        return None
-    axis = node.attributes["axis"].as_int()
     new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
-    r = rank + 1 if new_axis else rank
-    if not -r <= axis < r or r == 0:
-        return None
-    a = axis % r
-    if new_axis:
-        merged = merge_shapes(shapes)
-        if merged is None:
-            return None
-        dims = list(merged.dims)
-        dims.insert(a, len(shapes))
-        return ir.Shape(dims)
-    rest = merge_shapes([ir.Shape([d for i, d in enumerate(s.dims) if i != a]) for s in shapes])
-    along = [s.dims[a] for s in shapes]
-    if rest is None:
-        return None
-    dims = list(rest.dims)
-    dims.insert(a, sum(along) if all(isinstance(d, int) for d in along) else None)
-    return ir.Shape(dims)
+    return concat_shape(list(info.shapes), node.attributes["axis"].as_int(), bool(new_axis))

@@ -46,7 +46,7 @@ from seqlower.analysis import (
     split_sizes,
     split_squeezes,
 )
-from seqlower.builder import Builder, NameAuthority, merge_shapes
+from seqlower.builder import Builder, NameAuthority, concat_shape, merge_shapes
 from seqlower.errors import ModelError
 
 __all__ = ["LowerUnrolledSequencesPass"]
@@ -291,18 +291,7 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope)
     values = [lw.materialize(e, b, f"{base}_in{i}") for i, e in enumerate(items)]
     if new_axis:
         values = [b.unsqueeze(v, [axis], f"{base}_in{i}_unsqueezed") for i, v in enumerate(values)]
-    shapes = [v.shape for v in values]
-    shape = None
-    if rank is not None and all(s is not None for s in shapes):
-        r = rank + (1 if new_axis else 0)
-        a = axis % r
-        merged = merge_shapes([ir.Shape([d for i, d in enumerate(s.dims) if i != a]) for s in shapes])
-        along = [s.dims[a] for s in shapes]
-        total = sum(along) if all(isinstance(d, int) for d in along) else None
-        if merged is not None:
-            dims = list(merged.dims)
-            dims.insert(a, total)
-            shape = ir.Shape(dims)
+    shape = concat_shape([e.shape for e in items], axis, bool(new_axis))
     if len(values) == 1 and not new_axis:
         new = values[0]
         lw.replace(node, new, b, scope, owned=False)

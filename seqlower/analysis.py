@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.builder import merge_shapes
+from seqlower.builder import merge_shapes, subgraphs
 from seqlower.errors import ModelError, describe_node
 
 __all__ = [
@@ -366,7 +366,7 @@ class _Analyzer:
         if handler is not None:
             handler(node, label)
             return
-        for sub in _all_subgraphs(node):
+        for sub in subgraphs(node):
             self._graph(sub, f"{label} > {node_label(node)}.{sub.name or 'body'}")
         self._opaque(node, label, node_label(node))
 
@@ -783,14 +783,6 @@ def _shape_of(v: ir.Value | None) -> ir.Shape | None:
     if c is not None:
         return ir.Shape(c.shape)
     return v.shape
-
-
-def _all_subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            yield attr.as_graph()
-        elif attr.type == ir.AttributeType.GRAPHS:
-            yield from attr.as_graphs()
 
 
 def _loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:

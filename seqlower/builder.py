@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["Builder", "NameAuthority", "default_opset", "merge_dims", "merge_shapes"]
+__all__ = ["Builder", "NameAuthority", "default_opset", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class NameAuthority:
         graphs: list[ir.Graph | ir.Function] = list(model.graphs())
         for f in model.functions.values():
             graphs.append(f)
-            graphs.extend(sub for node in ir.traversal.RecursiveGraphIterator(f) for sub in _subgraphs(node))
+            graphs.extend(sub for node in ir.traversal.RecursiveGraphIterator(f) for sub in subgraphs(node))
         for g in graphs:
             for v in g.inputs:
                 self._take(v.name)
@@ -85,7 +85,7 @@ class NameAuthority:
                 return cand
 
 
-def _subgraphs(node: ir.Node) -> Iterable[ir.Graph]:
+def subgraphs(node: ir.Node) -> Iterable[ir.Graph]:
     for attr in node.attributes.values():
         if attr.type == ir.AttributeType.GRAPH:
             yield attr.as_graph()
@@ -113,6 +113,34 @@ def merge_shapes(shapes: Sequence[ir.Shape | None]) -> ir.Shape | None:
         for s in shapes[1:]:
             d = merge_dims(d, s.dims[i])
         dims.append(d)
+    return ir.Shape(dims)
+
+
+def concat_shape(shapes: Sequence[ir.Shape | None], axis: int, new_axis: bool) -> ir.Shape | None:
+    """The shape ConcatFromSequence (or Concat after Unsqueeze) gives these elements: the
+    concatenated axis a sum (the count, for new_axis), the other dims merged."""
+    if not shapes or any(s is None for s in shapes):
+        return None
+    rank = shapes[0].rank()
+    if any(s.rank() != rank for s in shapes):
+        return None
+    r = rank + 1 if new_axis else rank
+    if r == 0 or not -r <= axis < r:
+        return None
+    a = axis % r
+    if new_axis:
+        merged = merge_shapes(shapes)
+        if merged is None:
+            return None
+        dims = list(merged.dims)
+        dims.insert(a, len(shapes))
+        return ir.Shape(dims)
+    rest = merge_shapes([ir.Shape([d for i, d in enumerate(s.dims) if i != a]) for s in shapes])
+    if rest is None:
+        return None
+    along = [s.dims[a] for s in shapes]
+    dims = list(rest.dims)
+    dims.insert(a, sum(along) if all(isinstance(d, int) for d in along) else None)
     return ir.Shape(dims)
 
 
