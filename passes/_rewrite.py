@@ -11,11 +11,13 @@ import onnx_ir as ir
 from seqlower.analysis import graph_label, node_label
 from seqlower.builder import Builder, NameAuthority, default_opset
 
-__all__ = ["Scope", "walk_scopes", "replace_output", "rewrite_record", "REPORT_KEY"]
+__all__ = ["Scope", "walk_scopes", "replace_output", "rewrite_record", "REPORT_KEY", "NOTES_KEY"]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
 # pipeline can report them; onnx_ir's meta is never serialized.
 REPORT_KEY = "seqlower.rewrites"
+# Notes for the report (a list of strings), e.g. declared shapes a policy corrected.
+NOTES_KEY = "seqlower.notes"
 
 
 @dataclass

@@ -20,7 +20,7 @@ import re
 import onnx
 import onnx_ir as ir
 
-from passes._rewrite import subgraph_scopes, walk_scopes
+from passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, const_position, is_default_domain
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
@@ -206,9 +206,6 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
                         stack.append(out)
                 owner = owners.get(id(owner.graph))
     return True
-
-
-NOTES_KEY = "seqlower.notes"
 
 
 def _forget_shape(model: ir.Model, v: ir.Value, policy: str) -> None:

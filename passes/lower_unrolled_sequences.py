@@ -149,13 +149,13 @@ class _Lowerer:
         assert v is not None and v in self.elems, f"sequence {v} was not lowered before its use"
         return self.elems[v]
 
-    def replace(self, node: ir.Node, new: ir.Value, b: Builder, scope: Scope, owned: bool) -> None:
+    def replace(self, node: ir.Node, new: ir.Value, scope: Scope, owned: bool) -> None:
         replace_output(node.outputs[0], new, scope, self.names, node, owned)
 
     def constant_output(self, node: ir.Node, array: np.ndarray, b: Builder, scope: Scope) -> None:
         out = node.outputs[0]
         v = b.constant(array, out.name or "folded")
-        self.replace(node, v, b, scope, owned=not scope.main)
+        self.replace(node, v, scope, owned=not scope.main)
 
 
 # -- rules --------------------------------------------------------------------------------
@@ -181,11 +181,9 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) ->
     assert squeeze is not None
     base = out.name or "chunk"
     if xc is not None:
-        bounds = np.cumsum([0, *sizes])
-        chunks = [np.take(xc, np.arange(lo, hi), axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:])]
-        if squeeze:
-            chunks = [np.squeeze(c, axis=axis) for c in chunks]
-        lw.elems[out] = [Elem.constant(c) for c in chunks]
+        # The analysis already cut the constant into its chunks.
+        assert info.consts is not None and info.all_const
+        lw.elems[out] = [Elem.constant(c) for c in info.consts]
         return "folded"
     if not sizes:
         lw.elems[out] = []
@@ -208,7 +206,8 @@ def _sequence_construct(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -
 
 
 def _identity(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    lw.elems[node.outputs[0]] = lw.seq(node.inputs[0])
+    # A copy: each sequence value owns its list (see _take_items).
+    lw.elems[node.outputs[0]] = list(lw.seq(node.inputs[0]))
     return "list"
 
 
@@ -217,25 +216,39 @@ def _position(node: ir.Node, index: int) -> int | None:
     return None if v is None else const_position(v, node)
 
 
+def _take_items(lw: _Lowerer, node: ir.Node) -> list[Elem]:
+    """The input sequence's list, to change into the output's: taken over when this
+    node is its only reader (the common insert/erase chain, so no copy per insert),
+    copied otherwise."""
+    v = node.inputs[0]
+    items = lw.seq(v)
+    assert v is not None
+    if not v.is_graph_output() and all(use.node is node for use in v.uses()):
+        return items
+    return list(items)
+
+
+# Positions below were checked against the known length by the analysis, which is
+# what made the web Unrolled; only normalisation is left.
+
+
 def _sequence_insert(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    items = list(lw.seq(node.inputs[0]))
+    items = _take_items(lw, node)
     p = _position(node, 2)
     n = len(items)
     p = n if p is None else (p + n if p < 0 else p)
+    assert 0 <= p <= n
     items.insert(p, Elem.of(node.inputs[1]))
     lw.elems[node.outputs[0]] = items
     return "list"
 
 
 def _sequence_erase(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    items = list(lw.seq(node.inputs[0]))
+    items = _take_items(lw, node)
     p = _position(node, 1)
     n = len(items)
-    if n == 0:
-        raise ModelError(f"{node_label(node)}: erases from an empty sequence")
     p = n - 1 if p is None else p
-    if not -n <= p < n:
-        raise ModelError(f"{node_label(node)}: position {p} is out of range [-{n}, {n - 1}]")
+    assert -n <= p < n
     del items[p]
     lw.elems[node.outputs[0]] = items
     return "list"
@@ -244,16 +257,13 @@ def _sequence_erase(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> st
 def _sequence_at(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     items = lw.seq(node.inputs[0])
     p = _position(node, 1)
-    n = len(items)
-    assert p is not None
-    if not -n <= p < n:
-        raise ModelError(f"{node_label(node)}: position {p} is out of range [-{n}, {n - 1}]")
+    assert p is not None and -len(items) <= p < len(items)
     e = items[p]
     if e.value is None:
         assert e.const is not None
         lw.constant_output(node, e.const, b, scope)
         return "folded"
-    lw.replace(node, e.value, b, scope, owned=False)
+    lw.replace(node, e.value, scope, owned=False)
     return "element"
 
 
@@ -265,8 +275,7 @@ def _sequence_length(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> s
 def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     items = lw.seq(node.inputs[0])
     out = node.outputs[0]
-    if not items:
-        raise ModelError(f"{node_label(node)}: concatenates an empty sequence (an error on every runtime)")
+    assert items, "the analysis rejects a concat of an empty static sequence"
     axis = node.attributes["axis"].as_int()
     new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
     ranks = {e.shape.rank() for e in items if e.shape is not None}
@@ -294,10 +303,10 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope)
     shape = concat_shape([e.shape for e in items], axis, bool(new_axis))
     if len(values) == 1 and not new_axis:
         new = values[0]
-        lw.replace(node, new, b, scope, owned=False)
+        lw.replace(node, new, scope, owned=False)
         return "element"
     new = b.concat(values, axis, base, shape)
-    lw.replace(node, new, b, scope, owned=True)
+    lw.replace(node, new, scope, owned=True)
     return "Unsqueeze + Concat" if new_axis else "Concat"
 
 

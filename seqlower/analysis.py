@@ -353,8 +353,6 @@ class _Analyzer:
         for node in graph:
             try:
                 self._node(node, label)
-            except ModelError:
-                raise
             except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
                 raise ModelError(f"{node_label(node)} in {label}: malformed node ({e})") from None
 
@@ -479,8 +477,6 @@ class _Analyzer:
                 uniform = True
                 if not _int_attr(node, "keepdims", 1):
                     del dims[axis]
-            elif split is not None and split.ndim == 0:
-                dims[axis] = None
             else:
                 dims[axis] = None
             elem = ir.Shape(dims)

@@ -144,10 +144,6 @@ def concat_shape(shapes: Sequence[ir.Shape | None], axis: int, new_axis: bool) -
     return ir.Shape(dims)
 
 
-def _dim_value(d: int | ir.SymbolicDim | None) -> int | ir.SymbolicDim | None:
-    return d if isinstance(d, int) else (d if isinstance(d, ir.SymbolicDim) and d.value is not None else None)
-
-
 class Builder:
     """Emits default-domain nodes before ``anchor`` in ``graph`` (or appends when
     ``anchor`` is None), under the given opset."""

@@ -76,30 +76,23 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
 
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
     options = options or LowerOptions()
-    from passes._rewrite import REPORT_KEY  # passes import seqlower: import them late
+    from passes._rewrite import NOTES_KEY, REPORT_KEY  # passes import seqlower: import them late
 
     report = LowerReport()
     model.meta[REPORT_KEY] = []
-    model.meta["seqlower.notes"] = []
-    try:
-        result = ir.passes.PassManager(build_passes(options))(model)
-    except ir.passes.PassError as e:
-        cause = e.__cause__
-        while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
-            cause = cause.__cause__
-        if isinstance(cause, SeqlowerError):
-            raise cause from None
-        raise
-    model = result.model
+    model.meta[NOTES_KEY] = []
+    model = _run_passes(build_passes(options), model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
-    report.notes.extend(dict.fromkeys(model.meta.get("seqlower.notes", [])))
+    report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     proto = to_proto(model)
     _check(proto)
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy)
+    why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
     for op in inventory.ops:
         report.remaining.append(
-            {"op": op.op_type, "node": op.node, "graph": op.graph, "reason": _why_left(op, analysis)}
+            {"op": op.op_type, "node": op.node, "graph": op.graph,
+             "reason": why.get(op.node, "no lowering rule for this op yet")}
         )
         report.notes.extend(op.notes)
     for v in inventory.values:
@@ -110,18 +103,31 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     return model, report
 
 
-def _why_left(op: Any, analysis: Analysis) -> str:
-    """The reason of the web the op touches, found by node label."""
+def _run_passes(passes: list[ir.passes.PassBase], model: ir.Model) -> ir.Model:
+    """Run passes; a SeqlowerError raised inside (an invalid model) comes out as itself,
+    not wrapped in onnx_ir's PassErrors."""
+    try:
+        return ir.passes.PassManager(passes)(model).model
+    except ir.passes.PassError as e:
+        cause = e.__cause__
+        while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, SeqlowerError):
+            raise cause from None
+        raise
+
+
+def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
+    """For every node touching a kept web (by the label the inventory uses), its reason."""
+    why: dict[str, str] = {}
     for web in analysis.webs:
         if web.reason is None:
             continue
         for v in web.values:
-            producer = v.producer()
-            users = [u.node for u in v.uses()]
-            for node in [producer, *users]:
-                if node is not None and node_label(node) == op.node:
-                    return web.reason
-    return "no lowering rule for this op yet"
+            for node in [v.producer(), *(u.node for u in v.uses())]:
+                if node is not None:
+                    why.setdefault(node_label(node), web.reason)
+    return why
 
 
 def lower(model: onnx.ModelProto | ir.Model, **kwargs: Any) -> onnx.ModelProto | ir.Model:
@@ -146,13 +152,7 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
     from passes.infer_sequence_shapes import InferSequenceShapesPass
 
     options = options or LowerOptions()
-    try:
-        InferSequenceShapesPass()(model)
-    except ir.passes.PassError as e:
-        cause = e.__cause__
-        if isinstance(cause, SeqlowerError):
-            raise cause from None
-        raise
+    model = _run_passes([InferSequenceShapesPass(options.keepdims_policy)], model)
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy)
     webs = {id(w): i for i, w in enumerate(analysis.webs)}
     out = []

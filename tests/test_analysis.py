@@ -67,10 +67,11 @@ def test_if_joins_branches():
     then_g = body([helper.make_node("SequenceConstruct", ["x", "x"], ["a"])], [], [seq("a", FLOAT)])
     else_g = body([helper.make_node("SequenceConstruct", ["x", "y"], ["b"])], [], [seq("b", FLOAT)])
     other = body([helper.make_node("SequenceConstruct", ["x"], ["c"])], [], [seq("c", FLOAT)])
+    else_g2 = body([helper.make_node("SequenceConstruct", ["x", "y"], ["d"])], [], [seq("d", FLOAT)])
     m = model(
         [
             helper.make_node("If", ["f"], ["s"], then_branch=then_g, else_branch=else_g),
-            helper.make_node("If", ["f"], ["r"], then_branch=other, else_branch=then_g.__class__.FromString(else_g.SerializeToString())),
+            helper.make_node("If", ["f"], ["r"], then_branch=other, else_branch=else_g2),
             helper.make_node("SequenceLength", ["s"], ["n"]),
             helper.make_node("SequenceLength", ["r"], ["k"]),
         ],

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import onnx
 
 from seqlower.errors import ExecutionError
 from seqlower.executor.abi import Abi, read_abi

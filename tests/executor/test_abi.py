@@ -12,7 +12,7 @@ from onnx import helper
 
 from seqlower.errors import ExecutionError, ModelError
 from seqlower.executor import AbiEntry, Executor, verify
-from tests.helpers import BOOL, FLOAT, INT64, model, seq, t
+from tests.helpers import FLOAT, INT64, model, seq, t
 
 
 def abi_doc(inputs=(), outputs=()):

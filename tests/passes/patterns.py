@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from tests.helpers import BOOL, FLOAT, INT32, INT64, STRING, const, seq, t
+from tests.helpers import BOOL, FLOAT, INT64, const, seq, t
 
 OPSETS = (11, 13, 17, 18, 26)
 IR_FOR_OPSET = {11: 6, 13: 7, 17: 8, 18: 8, 26: 13}

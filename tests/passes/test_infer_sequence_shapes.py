@@ -9,7 +9,7 @@ from onnx import helper
 
 from passes.infer_sequence_shapes import InferSequenceShapesPass, refine_shape
 from seqlower.model_io import to_proto
-from tests.helpers import FLOAT, INT64, const, model, seq, t
+from tests.helpers import FLOAT, const, model, seq, t
 
 
 def test_sequences_stay_sequences_and_reads_get_exact_shapes():
