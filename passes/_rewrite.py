@@ -7,11 +7,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import onnx_ir as ir
+from onnx_ir import _cloner
 
 from seqlower.analysis import graph_label, node_label
 from seqlower.builder import Builder, NameAuthority, default_opset
 
-__all__ = ["Scope", "walk_scopes", "replace_output", "rewrite_record", "REPORT_KEY", "NOTES_KEY"]
+__all__ = ["Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "REPORT_KEY", "NOTES_KEY"]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
 # pipeline can report them; onnx_ir's meta is never serialized.
@@ -86,3 +87,41 @@ def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthor
 
 def rewrite_record(node: ir.Node, scope: Scope, into: str, how: str) -> dict[str, str]:
     return {"op": node.op_type, "node": node_label(node), "graph": scope.label, "into": into, "how": how}
+
+
+def inline_graph(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], b: Builder, names: NameAuthority, i: int | str) -> dict[ir.Value, ir.Value]:
+    """Clone ``body``'s nodes before the anchor with fresh names; return the value map."""
+    cloner = _cloner.Cloner(
+        attr_map={}, value_map=value_map, metadata_props={}, allow_outer_scope_values=True
+    )
+    for node in body:
+        new = cloner.clone_node(node)
+        _rename(new, names, i)
+        if b.anchor is None:
+            b.graph.append(new)
+        else:
+            b.graph.insert_before(b.anchor, new)
+        b.nodes.append(new)
+    return {k: v for k, v in value_map.items() if v is not None}
+
+
+def _rename(node: ir.Node, names: NameAuthority, i: int | str) -> None:
+    """Fresh names for a cloned node, its outputs and everything in its subgraphs."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        n.name = names.fresh(f"{n.name or n.op_type}_{i}")
+        for v in n.outputs:
+            if v.name:
+                v.name = names.fresh(f"{v.name}_{i}")
+        for attr in n.attributes.values():
+            graphs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else []
+            for g in graphs:
+                for v in g.inputs:
+                    if v.name:
+                        v.name = names.fresh(f"{v.name}_{i}")
+                for name in list(g.initializers):
+                    v = g.initializers.pop(name)
+                    v.name = names.fresh(f"{name}_{i}")
+                    g.register_initializer(v)
+                stack.extend(g)

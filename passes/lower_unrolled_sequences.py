@@ -33,9 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
-from onnx_ir import _cloner
 
-from passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from passes._rewrite import REPORT_KEY, Scope, inline_graph, replace_output, rewrite_record, subgraph_scopes, walk_scopes
 from seqlower.analysis import (
     Analysis,
     analyze,
@@ -326,51 +325,13 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
             c = const_array(init)
             assert c is not None
             value_map[init] = b.constant(c, f"{init.name}_{i}")
-        inlined = _inline(body, value_map, b, lw.names, i)
+        inlined = inline_graph(body, value_map, b, lw.names, i)
         for k, bo in enumerate(body.outputs):
             v = inlined[bo]
             outs[k].append(Elem(v, None, v.shape, v.dtype))
     for out, items in zip(node.outputs, outs):
         lw.elems[out] = items
     return f"body inlined {n} times"
-
-
-def _inline(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], b: Builder, names: NameAuthority, i: int) -> dict[ir.Value, ir.Value]:
-    """Clone ``body``'s nodes before the anchor with fresh names; return the value map."""
-    cloner = _cloner.Cloner(
-        attr_map={}, value_map=value_map, metadata_props={}, allow_outer_scope_values=True
-    )
-    for node in body:
-        new = cloner.clone_node(node)
-        _rename(new, names, i)
-        if b.anchor is None:
-            b.graph.append(new)
-        else:
-            b.graph.insert_before(b.anchor, new)
-        b.nodes.append(new)
-    return {k: v for k, v in value_map.items() if v is not None}
-
-
-def _rename(node: ir.Node, names: NameAuthority, i: int) -> None:
-    """Fresh names for a cloned node, its outputs and everything in its subgraphs."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        n.name = names.fresh(f"{n.name or n.op_type}_{i}")
-        for v in n.outputs:
-            if v.name:
-                v.name = names.fresh(f"{v.name}_{i}")
-        for attr in n.attributes.values():
-            graphs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else []
-            for g in graphs:
-                for v in g.inputs:
-                    if v.name:
-                        v.name = names.fresh(f"{v.name}_{i}")
-                for name in list(g.initializers):
-                    v = g.initializers.pop(name)
-                    v.name = names.fresh(f"{name}_{i}")
-                    g.register_initializer(v)
-                stack.extend(g)
 
 
 def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:

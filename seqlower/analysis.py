@@ -37,6 +37,9 @@ __all__ = [
     "const_array",
     "const_position",
     "split_sizes",
+    "Layout",
+    "dynamic_split_squeezes",
+    "LOWERABLE_OPS",
     "is_default_domain",
     "graph_label",
     "node_label",
@@ -44,8 +47,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Ops whose sequence inputs and outputs the Unrolled lowering can rewrite.
-UNROLLABLE_OPS = frozenset(
+# Ops whose sequence inputs and outputs the lowerings can rewrite.
+LOWERABLE_OPS = frozenset(
     {
         "SplitToSequence",
         "SequenceEmpty",
@@ -58,6 +61,7 @@ UNROLLABLE_OPS = frozenset(
         "SequenceMap",
         "Identity",
         "If",
+        "Loop",
     }
 )
 _WIDEN_AFTER = 4
@@ -146,14 +150,33 @@ def _same_array(x: np.ndarray, y: np.ndarray) -> bool:
 
 @dataclass
 class Web:
-    """Sequence values that must share one representation, and the decision."""
+    """Sequence values that must share one representation, and the decision.
+
+    ``repr`` is ``unrolled`` (static), ``flat`` (dynamic: values + shapes tensors) or
+    ``kept`` (left as sequences); ``reason`` says why a web is not Unrolled.
+    """
 
     values: list[ir.Value]
-    reason: str | None = None  # None: lowered Unrolled
+    reason: str | None = None
+    repr: str = "unrolled"
 
     @property
     def unrolled(self) -> bool:
-        return self.reason is None
+        return self.repr == "unrolled"
+
+    @property
+    def flat(self) -> bool:
+        return self.repr == "flat"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a Flat sequence's shapes tensor is laid out: ``width`` columns (the largest
+    element rank), and a ``ranks`` tensor when element ranks differ (``ranked``).
+    Shared by values whose elements flow into one another unchanged."""
+
+    width: int | None  # None: only model inputs of unknown rank feed it (passed through)
+    ranked: bool
 
 
 @dataclass
@@ -162,9 +185,13 @@ class Analysis:
     webs: list[Web] = field(default_factory=list)
     web_of: dict[ir.Value, Web] = field(default_factory=dict)
     graph_of: dict[ir.Value, str] = field(default_factory=dict)
+    layout_of: dict[ir.Value, Layout] = field(default_factory=dict)
 
     def unrolled(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].unrolled
+
+    def flat(self, v: ir.Value | None) -> bool:
+        return v is not None and v in self.web_of and self.web_of[v].flat
 
 
 # -- helpers shared with the lowerings ---------------------------------------------------
@@ -292,19 +319,22 @@ class _Analyzer:
         self.result = Analysis()
         self.web = nx.Graph()
         self.blockers: dict[ir.Value, str] = {}
+        # Values whose web no lowering can take (the rest of ``blockers`` only stops
+        # the Unrolled one: a Flat lowering handles them).
+        self.hard: set[ir.Value] = set()
         self._quiet = 0
         self._order: dict[ir.Value, int] = {}
-        self._links: list[list[ir.Value]] = []
+        self._links: list[tuple[list[ir.Value], bool]] = []
 
     # entry
     def run(self) -> Analysis:
         self._graph(self.model.graph, "main")
         for v in self.model.graph.inputs:
             if v in self.result.info:
-                self._block(v, f"'{v.name}' is a sequence-typed model input (the ABI arrives in Stage 3)")
+                self._block(v, f"'{v.name}' is a sequence-typed model input", hard=False)
         for v in self.model.graph.outputs:
             if v in self.result.info:
-                self._block(v, f"'{v.name}' is a sequence-typed model output (the ABI arrives in Stage 3)")
+                self._block(v, f"'{v.name}' is a sequence-typed model output", hard=False)
         for f in self.model.functions.values():
             label = graph_label(f)
             for v in f.inputs:
@@ -322,19 +352,22 @@ class _Analyzer:
             self._order[v] = len(self._order)
             self.web.add_node(v)
 
-    def _block(self, v: ir.Value, reason: str) -> None:
+    def _block(self, v: ir.Value, reason: str, *, hard: bool = True) -> None:
         self._add(v)
         self.blockers.setdefault(v, reason)
+        if hard:
+            self.hard.add(v)
 
     def _set(self, v: ir.Value, info: SeqInfo, graph: str) -> None:
         self.result.info[v] = info
         self.result.graph_of.setdefault(v, graph)
         self._add(v)
 
-    def _link(self, values: Sequence[ir.Value | None]) -> None:
+    def _link(self, values: Sequence[ir.Value | None], *, layout: bool = True) -> None:
         # Resolved in _decide, once every value's info is known (outputs are set after
-        # links are declared, and tensors among ``values`` are dropped there).
-        self._links.append([v for v in values if v is not None])
+        # links are declared, and tensors among ``values`` are dropped there). ``layout``:
+        # the values hold the same elements, so they share a Flat layout too.
+        self._links.append(([v for v in values if v is not None], layout))
 
     def _seed_from_type(self, v: ir.Value, graph: str) -> None:
         if isinstance(v.type, ir.SequenceType) and v not in self.result.info:
@@ -617,7 +650,7 @@ class _Analyzer:
                 self._seed_from_type(out, label)
             for bo in [*body.inputs[2:], *body.outputs[1:], *node.outputs]:
                 if bo in self.result.info:
-                    self._block(bo, f"'{bo.name}' is carried by {node_label(node)} (loop-carried sequences arrive in Stage 3)")
+                    self._block(bo, f"'{bo.name}' is carried by {node_label(node)} from a value seqlower cannot analyse")
             return
         for k, bi in enumerate(body.inputs[2:]):
             if init[k] is None:
@@ -678,10 +711,10 @@ class _Analyzer:
                     else:
                         final = dataclasses.replace(st, length=length, shapes=(st.elem_shape,) * length, consts=(None,) * length)
             self._set(out, final, label)
-            blocked = f"'{out.name}' is carried by {node_label(node)} (loop-carried sequences arrive in Stage 3)"
+            blocked = f"'{out.name}' is carried by {node_label(node)}"
             for v in (carried_in[k], body.inputs[2 + k], body.outputs[1 + k], out):
                 if v is not None and v in self.result.info:
-                    self._block(v, blocked)
+                    self._block(v, blocked, hard=False)
             self._link([carried_in[k], body.inputs[2 + k], body.outputs[1 + k], out])
 
     def _t_Scan(self, node: ir.Node, label: str) -> None:
@@ -711,56 +744,179 @@ class _Analyzer:
                 self._set(out, SeqInfo.unknown(dtype, shape, False), label)
             else:
                 self._set(out, SeqInfo(dtype, n, (shape,) * n, shape if n else None, False, (None,) * n), label)
-        self._link([*node.inputs, *node.outputs])
+        # One web (Unrolled needs every input unrolled), but each input and output keeps
+        # its own Flat layout: the body may change ranks.
+        self._link([*node.inputs, *node.outputs], layout=False)
 
     # decisions -------------------------------------------------------------------------
 
     def _decide(self) -> None:
-        for values in self._links:
+        layout_graph = nx.Graph()
+        for values, layout in self._links:
             vs = [v for v in values if v in self.result.info]
             for a, b in zip(vs, vs[1:]):
                 self.web.add_edge(a, b)
+                if layout:
+                    layout_graph.add_edge(a, b)
         order = self._order.__getitem__
         for comp in sorted(nx.connected_components(self.web), key=lambda c: min(map(order, c))):
             values = sorted(comp, key=order)
             web = Web(values)
-            web.reason = self._reason(values)
             self.result.webs.append(web)
             for v in values:
                 self.result.web_of[v] = web
+            web.reason = self._unroll_blocker(values)
+            if web.reason is None:
+                continue
+            web.repr = "kept"
+            if any(v in self.hard for v in values):
+                continue
+            layout_graph.add_nodes_from(values)
+            layouts: dict[ir.Value, Layout] = {}
+            why = None
+            for group in nx.connected_components(layout_graph.subgraph(values)):
+                layout, why = self._layout(sorted(group, key=order))
+                if layout is None:
+                    break
+                layouts.update(dict.fromkeys(group, layout))
+            why = why or self._flat_blocker(values, layouts)
+            if why is not None:
+                web.reason = why
+                continue
+            web.repr = "flat"
+            self.result.layout_of.update(layouts)
 
-    def _reason(self, values: list[ir.Value]) -> str | None:
+    def _unroll_blocker(self, values: list[ir.Value]) -> str | None:
+        hard = next((self.blockers[v] for v in values if v in self.hard), None)
+        if hard is not None:
+            return hard
+        for v in values:
+            for use in _users(v):
+                why = self._hard_use_reason(use, v)
+                if why:
+                    self.hard.add(v)
+                    self.blockers.setdefault(v, why)
+                    return why
         for v in values:
             if v in self.blockers:
                 return self.blockers[v]
         for v in values:
             info = self.result.info.get(v)
             if info is None:
+                self.hard.add(v)
                 return f"'{v.name}' has no sequence information"
             if info.length is None:
-                return f"the length of '{v.name}' is only known at run time (dynamic lowering arrives in Stage 3)"
+                return f"the length of '{v.name}' is only known at run time"
             if info.length > self.max_unroll:
                 return f"'{v.name}' has {info.length} elements, more than --max-unroll {self.max_unroll}"
         for v in values:
             for use in _users(v):
-                why = self._use_reason(use, v)
+                why = self._runtime_position(use)
                 if why:
                     return why
         return None
 
-    def _use_reason(self, node: ir.Node, v: ir.Value) -> str | None:
-        if not is_default_domain(node) or node.op_type not in UNROLLABLE_OPS:
+    def _hard_use_reason(self, node: ir.Node, v: ir.Value) -> str | None:
+        if not is_default_domain(node) or node.op_type not in LOWERABLE_OPS:
             return f"'{v.name}' is consumed by {node_label(node)}, which has no sequence lowering"
-        where = node_label(node)
-        if node.op_type == "SequenceAt" and const_array(node.inputs[1]) is None:
-            return f"the position of {where} is only known at run time (Stage 3)"
-        if node.op_type == "SequenceInsert" and len(node.inputs) > 2 and node.inputs[2] is not None and const_array(node.inputs[2]) is None:
-            return f"the position of {where} is only known at run time (Stage 3)"
-        if node.op_type == "SequenceErase" and len(node.inputs) > 1 and node.inputs[1] is not None and const_array(node.inputs[1]) is None:
-            return f"the position of {where} is only known at run time (Stage 3)"
         if node.op_type == "SequenceInsert" and node.inputs[1] is v:
-            return f"{where} inserts a sequence into a sequence"
+            return f"{node_label(node)} inserts a sequence into a sequence"
         return None
+
+    @staticmethod
+    def _runtime_position(node: ir.Node) -> str | None:
+        index = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1}.get(node.op_type)
+        if index is None or len(node.inputs) <= index or node.inputs[index] is None:
+            return None
+        if const_array(node.inputs[index]) is None:
+            return f"the position of {node_label(node)} is only known at run time"
+        return None
+
+    def _layout(self, group: list[ir.Value]) -> tuple[Layout | None, str | None]:
+        """The Flat layout of values whose elements flow into one another unchanged: the
+        ranks of every tensor that enters them, which must be known at compile time."""
+        ranks: set[int] = set()
+        unknown_inputs = []
+        for v in group:
+            for r, who in self._entry_ranks(v):
+                if r is None:
+                    if who is None:
+                        unknown_inputs.append(v)
+                        continue
+                    return None, f"the rank of {who}, an element of '{v.name}', is unknown"
+                ranks.add(r)
+        if unknown_inputs and not ranks:
+            # Only passed through (no op here needs the rank): rows as wide as the
+            # caller's elements, with their ranks.
+            return Layout(None, True), None
+        # A model input of unknown element rank takes the rank its web gives it; the ABI
+        # records it, so a caller learns the contract instead of guessing.
+        return Layout(max(ranks, default=0), len(ranks) > 1), None
+
+    def _entry_ranks(self, v: ir.Value) -> list[tuple[int | None, str | None]]:
+        p = v.producer()
+        if p is None:
+            if v in self.model.graph.inputs:
+                shape = v.shape  # onnx_ir keeps a sequence's element shape on the value
+                return [(shape.rank() if shape is not None else None, None)]
+            return []
+        op = p.op_type
+        if op == "SequenceConstruct":
+            return [(_rank_of(t), f"'{t.name}'") for t in p.inputs if t is not None]
+        if op == "SequenceInsert":
+            t = p.inputs[1]
+            return [(_rank_of(t), f"'{t.name}'")]
+        if op == "SplitToSequence":
+            r = _rank_of(p.inputs[0])
+            if r is None:
+                return [(None, f"'{p.inputs[0].name}' (split by {node_label(p)})")]
+            squeeze = dynamic_split_squeezes(p, self.policy)
+            return [(r - 1 if squeeze else r, None)]
+        if op == "SequenceMap":
+            body = _subgraph(p, "body")
+            bo = body.outputs[list(p.outputs).index(v)] if body is not None else None
+            return [(_rank_of(bo), f"'{bo.name if bo is not None else '?'}' (made by {node_label(p)})")]
+        return []
+
+    def _flat_blocker(self, values: list[ir.Value], layouts: dict[ir.Value, Layout]) -> str | None:
+        for v in values:
+            p = v.producer()
+            if p is not None and p.op_type == "SplitToSequence":
+                if dynamic_split_squeezes(p, self.policy) is None:
+                    return f"{node_label(p)}: whether keepdims=0 drops the axis depends on run-time shapes"
+                split = p.inputs[1] if len(p.inputs) > 1 else None
+                if split is not None and _rank_of(split) is None:
+                    return f"{node_label(p)}: the rank of split '{split.name}' (scalar or 1-D) is unknown"
+            for use in _users(v):
+                if use.op_type == "ConcatFromSequence" and layouts[v].ranked:
+                    return f"{node_label(use)} concatenates elements of different ranks"
+        return None
+
+
+def _rank_of(v: ir.Value | None) -> int | None:
+    if v is None:
+        return None
+    shape = _shape_of(v)
+    return shape.rank() if shape is not None else None
+
+
+def dynamic_split_squeezes(node: ir.Node, policy: str) -> bool | None:
+    """Whether SplitToSequence's chunks lose the split axis, decided without knowing the
+    chunk sizes (None: only known at run time; see :func:`split_squeezes`)."""
+    keepdims = _int_attr(node, "keepdims", 1)
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is None:
+        return not keepdims
+    if keepdims or policy == "spec":
+        return False
+    arr = const_array(split)
+    if arr is None:
+        # A 1-D split ignores keepdims; a run-time scalar one depends on the policy.
+        return False if split.shape is not None and split.shape.rank() == 1 else None
+    if arr.ndim != 0:
+        return False
+    # Chunks of 1 are what onnxruntime squeezes (torch.unbind); others fail there.
+    return True if int(arr) == 1 else None
 
 
 def _users(v: ir.Value) -> Iterator[ir.Node]:

@@ -156,9 +156,12 @@ class Builder:
         names: NameAuthority,
         *,
         main_graph: bool,
+        after: ir.Node | None = None,
     ) -> None:
         self.graph = graph
         self.anchor = anchor
+        # Emit after this node instead (advancing, so emitted nodes keep their order).
+        self.after = after
         self.opset = opset
         self.names = names
         self.main_graph = main_graph
@@ -184,7 +187,10 @@ class Builder:
             outputs=[ir.Value(name=self.names.fresh(n)) for n in outputs],
             name=self.names.fresh(node_name),
         )
-        if self.anchor is None:
+        if self.after is not None:
+            self.graph.insert_after(self.after, node)
+            self.after = node
+        elif self.anchor is None:
             self.graph.append(node)
         else:
             self.graph.insert_before(self.anchor, node)
@@ -227,6 +233,40 @@ class Builder:
 
     def ints(self, values: Sequence[int], name: str) -> ir.Value:
         return self.constant(np.asarray(list(values), dtype=np.int64), name)
+
+    def op(
+        self,
+        op: str,
+        inputs: Sequence[ir.Value | None],
+        name: str,
+        dtype: ir.DataType | None = None,
+        shape: ir.Shape | Sequence[int | str | None] | None = None,
+        **attrs: object,
+    ) -> ir.Value:
+        """One single-output node (default domain); ``dtype`` defaults to the first input's."""
+        node = self._emit(op, inputs, attrs, outputs=[name], node_name=f"{name}_{op.lower()}")
+        source = inputs[1] if op == "Where" else inputs[0] if inputs else None
+        if dtype is None and source is not None:
+            dtype = source.dtype
+        if shape is not None and not isinstance(shape, ir.Shape):
+            shape = ir.Shape(list(shape))
+        return self._typed(node.outputs[0], dtype, shape)
+
+    def reduce(self, op: str, x: ir.Value, axes: Sequence[int] | None, name: str, keepdims: bool) -> ir.Value:
+        """ReduceSum/ReduceProd/...; ``axes`` None reduces everything."""
+        axes_input = self.opset >= (13 if op == "ReduceSum" else 18)
+        attrs: dict[str, object] = {"keepdims": int(keepdims)}
+        inputs: list[ir.Value | None] = [x]
+        if axes is not None:
+            if axes_input:
+                inputs.append(self.ints(list(axes), f"{name}_axes"))
+            else:
+                attrs["axes"] = [int(a) for a in axes]
+        return self.op(op, inputs, name, **attrs)
+
+    def slice(self, x: ir.Value, starts: ir.Value, ends: ir.Value, axes: Sequence[int] | ir.Value, name: str) -> ir.Value:
+        axes_v = axes if isinstance(axes, ir.Value) else self.ints(list(axes), f"{name}_axes")
+        return self.op("Slice", [x, starts, ends, axes_v], name)
 
     # -- ops ----------------------------------------------------------------------
 

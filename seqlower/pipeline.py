@@ -58,6 +58,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.fold_sequence_arguments import FoldSequenceArgumentsPass
     from passes.fold_sequence_constants import FoldSequenceConstantsPass
     from passes.infer_sequence_shapes import InferSequenceShapesPass
+    from passes.lower_flat_sequences import LowerFlatSequencesPass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 
     rounds = ir.passes.PassManager(
@@ -66,6 +67,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
+            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy),
             CleanUpGraphPass(),
         ],
         steps=MAX_ROUNDS,
@@ -98,7 +100,8 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     for v in inventory.values:
         if v.role in ("input", "output") and v.graph == "main":
             report.remaining.append(
-                {"value": v.name, "type": v.type, "graph": v.graph, "reason": f"sequence-typed graph {v.role} (the ABI arrives in Stage 3)"}
+                {"value": v.name, "type": v.type, "graph": v.graph,
+                 "reason": why.get(v.name, f"sequence-typed graph {v.role} of a web that stays a sequence")}
             )
     return model, report
 
@@ -118,12 +121,15 @@ def _run_passes(passes: list[ir.passes.PassBase], model: ir.Model) -> ir.Model:
 
 
 def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
-    """For every node touching a kept web (by the label the inventory uses), its reason."""
+    """For every node touching a kept web (by the label the inventory uses) and every
+    value of one (by name), its reason."""
     why: dict[str, str] = {}
     for web in analysis.webs:
-        if web.reason is None:
+        if web.repr != "kept":
             continue
         for v in web.values:
+            if v.name:
+                why.setdefault(v.name, web.reason)
             for node in [v.producer(), *(u.node for u in v.uses())]:
                 if node is not None:
                     why.setdefault(node_label(node), web.reason)
@@ -167,8 +173,17 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
                     "producer": node_label(producer) if producer is not None else "graph input",
                     "web": webs[id(web)],
                     "info": info.to_json() if info is not None else None,
-                    "lowering": "unrolled (static)" if web.unrolled else "kept",
+                    "lowering": _lowering_label(web, analysis.layout_of.get(v)),
                     "reason": web.reason,
                 }
             )
     return out
+
+
+def _lowering_label(web: Any, layout: Any) -> str:
+    if web.unrolled:
+        return "unrolled (static)"
+    if web.flat:
+        ranks = ", with ranks" if layout is not None and layout.ranked else ""
+        return f"flat (values + shapes [n, {layout.width if layout else '?'}]{ranks})"
+    return "kept"

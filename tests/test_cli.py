@@ -267,16 +267,34 @@ def test_inspect_shows_lengths_shapes_and_decisions(capsys, seq_model):
     doc = json.loads(out)
     chunks = next(s for s in doc["sequences"] if s["name"] == "chunks")
     assert chunks["info"]["length"] == 3 and chunks["info"]["shapes"] == [[1, 4], [2, 4], [3, 4]]
-    assert chunks["lowering"] == "kept" and "more than --max-unroll 2" in chunks["reason"]
+    assert chunks["lowering"] == "flat (values + shapes [n, 2])" and "more than --max-unroll 2" in chunks["reason"]
 
 
-def test_lower_report_lists_rewrites_and_what_stays(capsys, tmp_path, seq_model):
+def test_lower_past_max_unroll_goes_flat_and_verifies(capsys, tmp_path, seq_model):
     report = tmp_path / "r.json"
-    code, out, _ = cli(capsys, "lower", seq_model, "-o", tmp_path / "o.onnx", "--report", report, "--max-unroll", "2")
+    code, out, _ = cli(capsys, "lower", seq_model, "-o", tmp_path / "o.onnx", "--report", report, "--max-unroll", "2", "--verify")
+    doc = json.loads(report.read_text())
+    assert code == 0 and doc["tensor_only"], out
+    assert any(r["op"] == "SequenceLength" and r["how"] == "folded" for r in doc["rewrites"])
+    assert {r["op"] for r in doc["rewrites"] if r["into"] == "flat"} == {
+        "SplitToSequence", "SequenceInsert", "SequenceErase", "SequenceMap", "ConcatFromSequence"}
+    assert cli(capsys, "check", tmp_path / "o.onnx")[0] == 0
+
+
+def test_lower_report_lists_what_stays(capsys, tmp_path):
+    m = model(
+        [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, name="split"),
+         helper.make_node("Foo", ["s"], ["y"], domain="my", name="foo")],
+        [t("x", FLOAT, ["N"])], [t("y", FLOAT, ["N"])],
+    )
+    m.opset_import.append(helper.make_opsetid("my", 1))
+    src = tmp_path / "custom.onnx"
+    onnx.save(m, src)
+    report = tmp_path / "r.json"
+    code, out, _ = cli(capsys, "lower", src, "-o", tmp_path / "o.onnx", "--report", report)
     doc = json.loads(report.read_text())
     assert code == 0 and not doc["tensor_only"]
-    assert any(r["op"] == "SequenceLength" and r["how"] == "folded" for r in doc["rewrites"])
-    assert {r["op"] for r in doc["remaining"]} == {"SplitToSequence", "SequenceInsert", "SequenceErase", "SequenceMap", "ConcatFromSequence"}
-    assert all("--max-unroll 2" in r["reason"] for r in doc["remaining"])
+    assert [r["op"] for r in doc["remaining"]] == ["SplitToSequence"]
+    assert "consumed by Foo node 'foo'" in doc["remaining"][0]["reason"]
     code, _, _ = cli(capsys, "check", tmp_path / "o.onnx")
     assert code == 1

@@ -5,14 +5,15 @@ or output of the original becomes tensors, and the mapping is written as JSON:
 
     {"version": 1,
      "inputs":  [{"name": "seq", "kind": "sequence", "elem_type": "FLOAT",
-                  "elem_shape": ["N", 3],
+                  "elem_shape": ["N", 3], "width": 2,
                   "tensors": {"values": "seq_values", "shapes": "seq_shapes"}}],
      "outputs": [...]}
 
 kinds and their tensors:
   sequence           values (1-D, elements flattened in C order and concatenated),
                      shapes (int64 [n, R]), and ranks (int64 [n]) when element ranks differ
-                     (then shapes rows are padded with 0 to the largest rank R)
+                     (then shapes rows are padded with 0 to R = ``width``, or to the
+                     largest element rank when ``width`` is null)
   optional_tensor    present (bool scalar), value (the tensor; zeros when absent)
   optional_sequence  present, values, shapes (+ ranks)
 
@@ -47,6 +48,7 @@ class AbiEntry:
     elem_type: int
     elem_shape: list[int | str | None] | None
     tensors: dict[str, str] = field(default_factory=dict)
+    width: int | None = None
 
     # -- the original (logical) type ------------------------------------------------
 
@@ -83,7 +85,9 @@ class AbiEntry:
             if any(r != width for r in ranks):
                 raise ExecutionError(f"input {self.name!r}: every element must have rank {width}, got ranks {ranks}")
         else:
-            width = max(ranks, default=0)
+            width = max(ranks, default=0) if self.width is None else self.width
+            if width < max(ranks, default=0):
+                raise ExecutionError(f"input {self.name!r}: elements of rank up to {max(ranks)} do not fit width {width}")
         if "ranks" not in self.tensors and len(set(ranks)) > 1:
             raise ExecutionError(f"input {self.name!r}: elements of ranks {sorted(set(ranks))} need a ranks tensor")
         shapes = np.zeros((len(value), width), dtype=np.int64)
@@ -143,7 +147,8 @@ class AbiEntry:
         need |= {"value"} if kind == "optional_tensor" else {"values", "shapes"}
         if missing := need - tensors.keys():
             raise ValueError(f"entry {d['name']!r} lacks tensors {sorted(missing)}")
-        return cls(d["name"], kind, elem_type, d.get("elem_shape"), tensors)
+        width = d.get("width")
+        return cls(d["name"], kind, elem_type, d.get("elem_shape"), tensors, None if width is None else int(width))
 
 
 @dataclass

@@ -121,17 +121,31 @@ def test_symbolic_dims_flow_through():
         lower_checked(m, backends=BACKENDS, inputs=[{"x": np.random.default_rng(n).random((n, 6), np.float32)}])
 
 
-def test_max_unroll_stops_the_lowering_and_the_report_says_so():
+def test_max_unroll_turns_a_static_web_flat():
     m = model(
         [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, name="split"),
-         helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, name="cat")],
-        [t("x", FLOAT, [10, 2])], [t("y", FLOAT, [10, 2])],
+         helper.make_node("SequenceAt", ["s", "three"], ["e"], name="at"),
+         helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1, name="cat")],
+        [t("x", FLOAT, [10, 2])], [t("y", FLOAT, [1, 20]), t("e", FLOAT, [1, 2])],
+        initializer=[const("three", 3, np.int64)],
     )
-    low, report = lower_checked(m, backends=("reference",), max_unroll=9, tensor_only=False)
-    assert ops_of(low) == ["SplitToSequence", "ConcatFromSequence"]
-    assert {r["node"] for r in report.remaining} == {"SplitToSequence node 'split'", "ConcatFromSequence node 'cat'"}
-    assert all("more than --max-unroll 9" in r["reason"] for r in report.remaining)
-    lower_checked(m, backends=("reference",), max_unroll=10)
+    low, report = lower_checked(m, max_unroll=9)
+    assert {r["into"] for r in report.rewrites if r["op"] != "SequenceLength"} == {"flat"}
+    assert "Split" not in ops_of(low)
+    low, report = lower_checked(m, max_unroll=10)
+    assert {r["into"] for r in report.rewrites} == {"unrolled"} and "Split" in ops_of(low)
+
+
+def test_a_concat_that_undoes_its_split_is_the_split_input():
+    for new_axis, keepdims in ((0, 1), (1, 0)):
+        m = model(
+            [helper.make_node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=keepdims),
+             helper.make_node("Identity", ["s"], ["s2"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=-1 if not new_axis else 1, new_axis=new_axis)],
+            [t("x", FLOAT, ["N", "M"])], [t("y", FLOAT, ["N", "M"])],
+        )
+        low, report = lower_checked(m, dims={"N": 3, "M": 4})
+        assert ops_of(low) == ["Identity"], ops_of(low)
 
 
 def test_an_element_that_is_a_model_input_can_be_an_output_twice():

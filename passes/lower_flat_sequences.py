@@ -1,0 +1,980 @@
+"""Lower sequences known only at run time into the Flat representation.
+
+Each sequence value of a web the analysis decided to make Flat becomes two tensors
+(three when element ranks differ), whatever its length:
+
+    values  1-D, the elements flattened in C order and concatenated
+    shapes  int64 [n, W], one row per element (padded with 1 past an element's rank)
+    ranks   int64 [n], only when the web mixes element ranks
+
+Derived once per value, where the value is made: ``bounds`` = [0, cumsum(sizes)]
+(element i is ``values[bounds[i]:bounds[i+1]]``) and the count ``n``. The rules (the
+table ``RULES``):
+
+1. ``SequenceEmpty`` / ``SequenceConstruct`` -> constants / ``Reshape`` + ``Concat``.
+2. ``SequenceInsert`` / ``SequenceErase`` at any position (negatives normalised at run
+   time) -> ``Slice`` + ``Concat`` of values, shapes (and ranks).
+3. ``SequenceAt`` -> ``Gather`` of the bounds + ``Slice`` + ``Reshape``;
+   ``SequenceLength`` -> ``Shape`` of shapes.
+4. ``SplitToSequence`` (dynamic dims, run-time scalar or 1-D split) -> the chunk sizes
+   computed in the graph; along axis 0 the values are the input itself, otherwise one
+   ``Gather`` through a permutation of the input.
+5. ``ConcatFromSequence`` -> along axis 0 a ``Reshape`` of the values; other axes one
+   ``Gather`` through a permutation; new_axis -> ``Reshape`` (+ ``Transpose``).
+6. ``SequenceMap`` -> ``Loop`` over the length: scan outputs where the body's output
+   shape is static, else carried ``Concat``.
+7. ``Loop``-carried and ``If``-returned sequences -> their tensors carried / returned.
+8. Sequence-typed model inputs and outputs -> the ABI tensors, recorded in the
+   ``seqlower.abi`` metadata (see README, "Model boundary").
+
+Reshape uses allowzero from opset 14; before, zero-size elements are made by padding to
+a non-zero shape and slicing back, so no element shape is ever misread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+
+from passes._rewrite import REPORT_KEY, Scope, inline_graph, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from seqlower.analysis import Analysis, analyze, dynamic_split_squeezes, is_default_domain, node_label
+from seqlower.builder import Builder, NameAuthority
+
+__all__ = ["LowerFlatSequencesPass", "ABI_KEY"]
+
+logger = logging.getLogger(__name__)
+
+ABI_KEY = "seqlower.abi"
+INT64 = ir.DataType.INT64
+_MAX = np.iinfo(np.int64).max
+
+
+@dataclass(eq=False)
+class FlatSeq:
+    values: ir.Value
+    shapes: ir.Value
+    ranks: ir.Value | None
+    dtype: ir.DataType
+    width: int | None  # None: as wide as the caller's elements (see Layout)
+    # Where derived values go: this graph, after ``after`` (None: at its start).
+    graph: ir.Graph | ir.Function
+    after: ir.Node | None
+    main: bool
+    opset: int
+    derived: dict[str, ir.Value] = field(default_factory=dict)
+
+
+class LowerFlatSequencesPass(ir.passes.InPlacePass):
+    """Rewrite every Flat web (see ``seqlower.analysis``) into tensor ops."""
+
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto") -> None:
+        super().__init__()
+        self.max_unroll = max_unroll
+        self.keepdims_policy = keepdims_policy
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy)
+        if not any(w.flat for w in analysis.webs):
+            return ir.passes.PassResult(model, False)
+        lw = _Lowerer(model, analysis, self.keepdims_policy)
+        scopes = list(walk_scopes(model))
+        lw.model_inputs(scopes[0])
+        for scope in scopes:
+            lw.graph(scope)
+        lw.model_outputs(scopes[0])
+        for graph, nodes in lw.dead:
+            graph.remove(nodes, safe=True)
+        model.meta.setdefault(REPORT_KEY, []).extend(lw.records)
+        return ir.passes.PassResult(model, lw.modified)
+
+
+class _Lowerer:
+    def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
+        self.model = model
+        self.analysis = analysis
+        self.policy = policy
+        self.names = NameAuthority(model)
+        self.seqs: dict[ir.Value, FlatSeq] = {}
+        self.records: list[dict[str, str]] = []
+        self.modified = False
+        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
+
+    # -- walking ------------------------------------------------------------------------
+
+    def graph(self, scope: Scope) -> None:
+        lowered: list[ir.Node] = []
+        for node in list(scope.graph):
+            if not is_default_domain(node) or not self._touches_flat(node):
+                for sub in subgraph_scopes(node, scope):
+                    self.graph(sub)
+                continue
+            rule = RULES.get(node.op_type)
+            assert rule is not None, f"no Flat rule for {node_label(node)}"
+            b = scope.builder(node, self.names)
+            how = rule(self, node, Ops(b), scope)
+            self.records.append(rewrite_record(node, scope, "flat", how))
+            lowered.append(node)
+            self.modified = True
+        if lowered:
+            self.dead.append((scope.graph, lowered))
+
+    def _touches_flat(self, node: ir.Node) -> bool:
+        values = [*node.inputs, *node.outputs]
+        if node.op_type == "Loop" and "body" in node.attributes:
+            body = node.attributes["body"].as_graph()
+            values += [*body.inputs, *body.outputs]
+        return any(self.analysis.flat(v) for v in values)
+
+    def layout(self, v: ir.Value) -> tuple[int, bool]:
+        lay = self.analysis.layout_of[v]
+        return lay.width, lay.ranked
+
+    def seq(self, v: ir.Value | None) -> FlatSeq:
+        assert v is not None and v in self.seqs, f"sequence {v} was not lowered before its use"
+        return self.seqs[v]
+
+    def make(self, v: ir.Value, values: ir.Value, shapes: ir.Value, ranks: ir.Value | None, o: Ops, dtype: ir.DataType | None = None) -> FlatSeq:
+        width, ranked = self.layout(v)
+        assert ranked == (ranks is not None)
+        dtype = dtype or values.dtype
+        assert dtype is not None
+        fs = FlatSeq(values, shapes, ranks, dtype, width, o.b.graph, _producer_in(shapes, o.b.graph), o.b.main_graph, o.b.opset)
+        self.seqs[v] = fs
+        return fs
+
+    # -- derived values -------------------------------------------------------------------
+
+    def _derived_ops(self, fs: FlatSeq) -> Ops:
+        graph = fs.graph
+        if fs.after is not None:
+            b = Builder(graph, None, fs.opset, self.names, main_graph=fs.main, after=fs.after)
+        else:
+            first = next(iter(graph), None)
+            b = Builder(graph, first, fs.opset, self.names, main_graph=fs.main)
+        return Ops(b)
+
+    def derive(self, fs: FlatSeq, key: str) -> ir.Value:
+        """``bounds`` [n+1], ``count`` (scalar) or ``count1`` ([1]), made once, where the
+        sequence is made (so a Loop body reading an outer sequence does not redo it)."""
+        if key in fs.derived:
+            return fs.derived[key]
+        o = self._derived_ops(fs)
+        base = fs.shapes.name or "seq"
+        if key == "bounds":
+            sizes = o.b.reduce("ReduceProd", fs.shapes, [1], f"{base}_sizes", keepdims=False)
+            ends = o.op("CumSum", [sizes, o.scalar(0)], f"{base}_ends")
+            v = o.concat([o.ints([0]), ends], 0, f"{base}_bounds")
+        elif key == "count1":
+            v = o.slice(o.shape(fs.shapes, f"{base}_dims"), o.ints([0]), o.ints([1]), [0], f"{base}_count1")
+        else:
+            v = o.op("Gather", [o.shape(fs.shapes, f"{base}_dims"), o.scalar(0)], f"{base}_count", shape=[])
+        fs.derived[key] = v
+        if o.b.after is not None:
+            fs.after = o.b.after  # later derived values go after these
+        return v
+
+    # -- elements ----------------------------------------------------------------------
+
+    def element(self, fs: FlatSeq, p: ir.Value, o: Ops, name: str, shape_hint: ir.Shape | None = None) -> ir.Value:
+        """Element ``p`` (a normalised int64 scalar) of ``fs``."""
+        bounds = self.derive(fs, "bounds")
+        p1 = o.reshape(p, o.ints([1]), f"{name}_pos1")
+        start = o.op("Gather", [bounds, p1], f"{name}_start")
+        end = o.op("Gather", [bounds, o.op("Add", [p1, o.ints([1])], f"{name}_pos1_next")], f"{name}_end")
+        flat = o.slice(fs.values, start, end, [0], f"{name}_flat")
+        shape = o.op("Gather", [fs.shapes, p], f"{name}_shape", shape=[fs.width])
+        rank: int | None = fs.width
+        if fs.ranks is not None:
+            shape = o.slice(shape, o.ints([0]), o.op("Gather", [fs.ranks, p1], f"{name}_rank"), [0], f"{name}_shape_ranked")
+            rank = None
+        return o.reshape_exact(flat, shape, rank, name, fs.dtype, shape_hint)
+
+    def normalise(self, fs: FlatSeq, p: ir.Value, o: Ops, name: str, default: str) -> ir.Value:
+        """A position input (int32/int64, scalar or [1], negatives from the end) as a
+        non-negative int64 scalar; a missing one is ``n`` (append) or ``n - 1``."""
+        n = self.derive(fs, "count")
+        if p is None:
+            return n if default == "n" else o.op("Sub", [n, o.scalar(1)], f"{name}_last")
+        if p.dtype != INT64:
+            p = o.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64)
+        p = o.reshape(p, o.ints([]), f"{name}_scalar")
+        neg = o.op("Less", [p, o.scalar(0)], f"{name}_neg", dtype=ir.DataType.BOOL)
+        return o.op("Where", [neg, o.op("Add", [p, n], f"{name}_wrapped"), p], f"{name}_norm", dtype=INT64, shape=[])
+
+    def row(self, t: ir.Value, fs_width: int, o: Ops, name: str) -> tuple[ir.Value, int]:
+        """A tensor's shape as a [1, W] row of a shapes tensor (padded with 1), and its rank."""
+        shape = t.shape
+        assert shape is not None, f"rank of {t.name} must be known"
+        r = shape.rank()
+        s = o.shape(t, f"{name}_dims")
+        if fs_width > r:
+            s = o.concat([s, o.ints([1] * (fs_width - r))], 0, f"{name}_dims_padded")
+        return o.unsqueeze(s, [0], f"{name}_row"), r
+
+    def output(self, old: ir.Value, new: ir.Value, node: ir.Node, scope: Scope) -> None:
+        replace_output(old, new, scope, self.names, node, owned=True)
+
+    # -- the model boundary --------------------------------------------------------------
+
+    def model_inputs(self, scope: Scope) -> None:
+        graph = self.model.graph
+        new_inputs: list[ir.Value] = []
+        entries = []
+        first = next(iter(graph), None)
+        o = Ops(Builder(graph, first, scope.opset, self.names, main_graph=True))
+        for v in list(graph.inputs):
+            if not self.analysis.flat(v):
+                new_inputs.append(v)
+                continue
+            width, ranked = self.layout(v)
+            elem = v.type.elem_type if isinstance(v.type, ir.SequenceType) else None
+            dtype = elem.dtype if isinstance(elem, ir.TensorType) else None
+            assert dtype is not None
+            base = v.name or "seq"
+            values = ir.Value(name=self.names.fresh(f"{base}_values"), type=ir.TensorType(dtype), shape=ir.Shape([f"{base}_total"]))
+            shapes = ir.Value(name=self.names.fresh(f"{base}_shapes"), type=ir.TensorType(INT64), shape=ir.Shape([f"{base}_count", width]))
+            tensors = {"values": values.name, "shapes": shapes.name}
+            new_inputs += [values, shapes]
+            ranks = None
+            inner = shapes
+            if ranked:
+                ranks = ir.Value(name=self.names.fresh(f"{base}_ranks"), type=ir.TensorType(INT64), shape=ir.Shape([f"{base}_count"]))
+                new_inputs.append(ranks)
+                tensors["ranks"] = ranks.name
+                # The ABI pads rows with 0; inside, rows are padded with 1 so that a
+                # row's product is the element's size.
+                inner = o.op("Where", [self.pad_mask(ranks, width, o, base, shapes), shapes, o.ints([1])], f"{base}_shapes_inner")
+            fs = FlatSeq(values, inner, ranks, dtype, width, graph, _producer_in(inner, graph), True, scope.opset)
+            self.seqs[v] = fs
+            entries.append(_abi_entry(v, dtype, width, ranked, tensors))
+            self.records.append({"op": "input", "node": f"model input '{v.name}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
+            self.modified = True
+        if entries:
+            graph.inputs.clear()
+            graph.inputs.extend(new_inputs)
+            self._write_abi("inputs", entries)
+
+    def pad_mask(self, ranks: ir.Value, width: int | None, o: Ops, base: str, shapes: ir.Value | None = None) -> ir.Value:
+        if width is None:
+            assert shapes is not None
+            w = o.op("Gather", [o.shape(shapes, f"{base}_dims"), o.scalar(1)], f"{base}_width")
+            cols = o.op("Range", [o.scalar(0), w, o.scalar(1)], f"{base}_colnums", dtype=INT64)
+        else:
+            cols = o.ints(list(range(width)))
+        return o.op("Less", [o.unsqueeze(cols, [0], f"{base}_cols"), o.unsqueeze(ranks, [1], f"{base}_ranks_col")], f"{base}_in_rank", dtype=ir.DataType.BOOL)
+
+    def model_outputs(self, scope: Scope) -> None:
+        graph = self.model.graph
+        new_outputs: list[ir.Value] = []
+        entries = []
+        o = Ops(Builder(graph, None, scope.opset, self.names, main_graph=True))
+        for v in list(graph.outputs):
+            if not self.analysis.flat(v):
+                new_outputs.append(v)
+                continue
+            fs = self.seq(v)
+            base = v.name or "seq"
+            width, ranked = self.layout(v)
+            shapes = fs.shapes
+            if ranked:
+                assert fs.ranks is not None
+                shapes = o.op("Where", [self.pad_mask(fs.ranks, width, o, f"{base}_out", shapes), shapes, o.ints([0])], f"{base}_shapes_abi")
+            tensors = {}
+            for key, t in (("values", fs.values), ("shapes", shapes), ("ranks", fs.ranks)):
+                if t is None:
+                    continue
+                t = o.identity(t, f"{base}_{key}")
+                # The checker wants a shape on every model output.
+                t.shape = ir.Shape([None, width] if key == "shapes" else [None])
+                tensors[key] = t.name
+                new_outputs.append(t)
+            v.name = self.names.fresh(f"{base}_sequence")  # the old value dies with its producer
+            entries.append(_abi_entry(v, fs.dtype, width, ranked, tensors, name=base))
+            self.records.append({"op": "output", "node": f"model output '{base}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
+            self.modified = True
+        if entries:
+            graph.outputs.clear()
+            graph.outputs.extend(new_outputs)
+            self._write_abi("outputs", entries)
+
+    def _write_abi(self, key: str, entries: list[dict]) -> None:
+        props = self.model.metadata_props
+        doc = json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
+        doc.setdefault(key, []).extend(entries)
+        props[ABI_KEY] = json.dumps(doc, sort_keys=True)
+
+
+def _abi_entry(v: ir.Value, dtype: ir.DataType, width: int, ranked: bool, tensors: dict[str, str], name: str | None = None) -> dict:
+    shape = v.shape  # onnx_ir keeps a sequence's element shape on the value
+    if ranked:
+        dims = None
+    elif shape is not None and shape.rank() == width:
+        dims = [d if isinstance(d, int) else (str(d) if d is not None and str(d) != "None" else None) for d in shape.dims]
+    else:
+        dims = [None] * width
+    return {"name": name or v.name, "kind": "sequence", "elem_type": dtype.name, "elem_shape": dims, "width": width, "tensors": tensors}
+
+
+def _producer_in(v: ir.Value, graph: ir.Graph | ir.Function) -> ir.Node | None:
+    p = v.producer()
+    return p if p is not None and p.graph is graph else None
+
+
+class Ops:
+    """Thin helpers over :class:`Builder` for the index arithmetic of the Flat rules."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+
+    def op(self, op: str, inputs: list[ir.Value | None], name: str, dtype: ir.DataType | None = None, shape=None, **attrs) -> ir.Value:
+        return self.b.op(op, inputs, name, dtype, shape, **attrs)
+
+    def ints(self, values: list[int]) -> ir.Value:
+        return self.b.ints(values, "ints")
+
+    def scalar(self, value: int) -> ir.Value:
+        return self.b.constant(np.array(value, dtype=np.int64), "scalar")
+
+    def shape(self, x: ir.Value, name: str) -> ir.Value:
+        rank = x.shape.rank() if x.shape is not None else None
+        return self.op("Shape", [x], name, dtype=INT64, shape=None if rank is None else [rank])
+
+    def reshape(self, x: ir.Value, shape: ir.Value, name: str) -> ir.Value:
+        return self.op("Reshape", [x, shape], name)
+
+    def slice(self, x: ir.Value, starts: ir.Value, ends: ir.Value, axes: list[int] | ir.Value, name: str) -> ir.Value:
+        return self.b.slice(x, starts, ends, axes, name)
+
+    def concat(self, xs: list[ir.Value], axis: int, name: str) -> ir.Value:
+        if len(xs) == 1:
+            return xs[0]
+        return self.b.concat(xs, axis, name, None)
+
+    def unsqueeze(self, x: ir.Value, axes: list[int], name: str) -> ir.Value:
+        return self.b.unsqueeze(x, axes, name)
+
+    def identity(self, x: ir.Value, name: str) -> ir.Value:
+        return self.b.identity(x, name)
+
+    def fill(self, dtype: ir.DataType) -> ir.Value:
+        np_dtype = dtype.numpy()
+        value = np.array([""], dtype=object) if dtype == ir.DataType.STRING else np.zeros(1, dtype=np_dtype)
+        return self.b.constant(value, "fill")
+
+    def empty(self, dtype: ir.DataType, shape: tuple[int, ...]) -> ir.Value:
+        value = np.zeros(shape, dtype=object) if dtype == ir.DataType.STRING else np.zeros(shape, dtype=dtype.numpy())
+        return self.b.constant(value, "empty")
+
+    def reshape_exact(self, flat: ir.Value, shape: ir.Value, rank: int | None, name: str, dtype: ir.DataType, hint: ir.Shape | None = None) -> ir.Value:
+        """Reshape where a 0 in ``shape`` means 0 (allowzero), at every opset."""
+        known = hint is not None and all(isinstance(d, int) and d > 0 for d in hint.dims)
+        if rank == 0 or known:
+            return self.op("Reshape", [flat, shape], name, shape=hint)
+        if self.b.opset >= 14:
+            return self.op("Reshape", [flat, shape], name, shape=hint, allowzero=1)
+        # Before allowzero, a 0 copies the input's dim: pad to a shape with no zeros,
+        # reshape, and slice back to the real shape (a no-op unless a dim is 0).
+        zero = self.op("Equal", [shape, self.scalar(0)], f"{name}_zero", dtype=ir.DataType.BOOL)
+        safe = self.op("Where", [zero, self.scalar(1), shape], f"{name}_safe", dtype=INT64)
+        need = self.b.reduce("ReduceProd", safe, None, f"{name}_need", keepdims=True)
+        have = self.shape(flat, f"{name}_have")
+        pad = self.op("Expand", [self.fill(dtype), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")
+        full = self.op("Reshape", [self.concat([flat, pad], 0, f"{name}_padded"), safe], f"{name}_full")
+        if rank is None:
+            axes = self.op("Range", [self.scalar(0), self.op("Size", [shape], f"{name}_rank", dtype=INT64), self.scalar(1)], f"{name}_axes")
+            starts = self.op("Sub", [shape, shape], f"{name}_starts")
+        else:
+            axes = self.ints(list(range(rank)))
+            starts = self.ints([0] * rank)
+        return self.slice(full, starts, shape, axes, name)
+
+    def concat_index(self, p: ir.Value, q: ir.Value, sizes: ir.Value, offsets: ir.Value, name: str) -> ir.Value:
+        """The permutation between element-major order and the concatenation along an
+        inner axis: elements i of shape [P, sizes[i], Q] stored at ``offsets[i]``; entry
+        k of the result is the position in the values of entry k of the concatenation
+        [P, sum(sizes), Q]."""
+        total = self.b.reduce("ReduceSum", sizes, [0], f"{name}_total", keepdims=False)
+        incl = self.op("CumSum", [sizes, self.scalar(0)], f"{name}_incl")
+        excl = self.op("Sub", [incl, sizes], f"{name}_excl")
+        j = self.op("Range", [self.scalar(0), total, self.scalar(1)], f"{name}_j", dtype=INT64)
+        before = self.op("Less", [self.unsqueeze(j, [1], f"{name}_jcol"), self.unsqueeze(incl, [0], f"{name}_inclrow")], f"{name}_before", dtype=ir.DataType.BOOL)
+        passed = self.op("Cast", [self.op("Not", [before], f"{name}_passed_b")], f"{name}_passed", dtype=INT64, to=INT64)
+        owner = self.b.reduce("ReduceSum", passed, [1], f"{name}_owner", keepdims=False)
+        size_j = self.op("Gather", [sizes, owner], f"{name}_size_j")
+        off_j = self.op("Gather", [offsets, owner], f"{name}_off_j")
+        start_j = self.op("Gather", [excl, owner], f"{name}_start_j")
+        local = self.op("Sub", [j, start_j], f"{name}_local")
+        base = self.op("Add", [off_j, self.op("Mul", [local, q], f"{name}_local_q")], f"{name}_base")
+        stride = self.op("Mul", [size_j, q], f"{name}_stride")
+        p_scalar = self.reshape(p, self.ints([]), f"{name}_p")
+        q_scalar = self.reshape(q, self.ints([]), f"{name}_q")
+        ps = self.op("Range", [self.scalar(0), p_scalar, self.scalar(1)], f"{name}_ps", dtype=INT64)
+        qs = self.op("Range", [self.scalar(0), q_scalar, self.scalar(1)], f"{name}_qs", dtype=INT64)
+        idx = self.op(
+            "Add",
+            [
+                self.op(
+                    "Add",
+                    [
+                        self.unsqueeze(base, [0, 2], f"{name}_base3"),
+                        self.op("Mul", [self.unsqueeze(ps, [1, 2], f"{name}_ps3"), self.unsqueeze(stride, [0, 2], f"{name}_stride3")], f"{name}_rows"),
+                    ],
+                    f"{name}_rowbase",
+                ),
+                self.unsqueeze(qs, [0, 1], f"{name}_qs3"),
+            ],
+            f"{name}_idx3",
+        )
+        return self.reshape(idx, self.ints([-1]), f"{name}_index")
+
+
+# -- rules --------------------------------------------------------------------------------
+
+
+def _attr(node: ir.Node, name: str, default: int) -> int:
+    a = node.attributes.get(name)
+    return default if a is None else a.as_int()
+
+
+def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    out = node.outputs[0]
+    width, ranked = lw.layout(out)
+    dtype = ir.DataType(_attr(node, "dtype", ir.DataType.FLOAT.value))
+    values = o.empty(dtype, (0,))
+    shapes = o.b.constant(np.zeros((0, width), dtype=np.int64), f"{out.name}_rows")
+    ranks = o.b.constant(np.zeros(0, dtype=np.int64), f"{out.name}_rank_list") if ranked else None
+    lw.make(out, values, shapes, ranks, o, dtype)
+    return "constants"
+
+
+def _flat_tensor(t: ir.Value, o: Ops, name: str) -> ir.Value:
+    return o.reshape(t, o.ints([-1]), f"{name}_flat")
+
+
+def _sequence_construct(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    out = node.outputs[0]
+    width, ranked = lw.layout(out)
+    base = out.name or "seq"
+    values, rows, ranks = [], [], []
+    for i, t in enumerate(node.inputs):
+        assert t is not None
+        values.append(_flat_tensor(t, o, f"{base}_{i}"))
+        row, r = lw.row(t, width, o, f"{base}_{i}")
+        rows.append(row)
+        ranks.append(r)
+    v = o.concat(values, 0, f"{base}_flat")
+    s = o.concat(rows, 0, f"{base}_rows")
+    rk = o.b.ints(ranks, f"{base}_rank_list") if ranked else None
+    lw.make(out, v, s, rk, o, node.inputs[0].dtype)
+    return "Reshape + Concat"
+
+
+def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    lw.seqs[node.outputs[0]] = lw.seq(node.inputs[0])
+    return "same tensors"
+
+
+def _head_tail(x: ir.Value, cut: ir.Value, o: Ops, name: str) -> tuple[ir.Value, ir.Value]:
+    head = o.slice(x, o.ints([0]), cut, [0], f"{name}_head")
+    tail = o.slice(x, cut, o.ints([_MAX]), [0], f"{name}_tail")
+    return head, tail
+
+
+def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    fs = lw.seq(node.inputs[0])
+    t = node.inputs[1]
+    out = node.outputs[0]
+    base = out.name or "seq"
+    pos = node.inputs[2] if len(node.inputs) > 2 else None
+    flat_t = _flat_tensor(t, o, base)
+    row, r = lw.row(t, fs.width, o, base)
+    rank_t = o.ints([r]) if fs.ranks is not None else None
+    if pos is None:
+        values = o.concat([fs.values, flat_t], 0, f"{base}_flat")
+        shapes = o.concat([fs.shapes, row], 0, f"{base}_rows")
+        ranks = o.concat([fs.ranks, rank_t], 0, f"{base}_rank_list") if fs.ranks is not None else None
+        lw.make(out, values, shapes, ranks, o, fs.dtype)
+        return "Concat (append)"
+    p = lw.normalise(fs, pos, o, f"{base}_pos", "n")
+    p1 = o.reshape(p, o.ints([1]), f"{base}_pos1")
+    off = o.op("Gather", [lw.derive(fs, "bounds"), p1], f"{base}_offset")
+    vh, vt = _head_tail(fs.values, off, o, f"{base}_flat")
+    sh, st = _head_tail(fs.shapes, p1, o, f"{base}_rows")
+    values = o.concat([vh, flat_t, vt], 0, f"{base}_flat")
+    shapes = o.concat([sh, row, st], 0, f"{base}_rows")
+    ranks = None
+    if fs.ranks is not None:
+        rh, rt = _head_tail(fs.ranks, p1, o, f"{base}_rank_list")
+        ranks = o.concat([rh, rank_t, rt], 0, f"{base}_rank_list")
+    lw.make(out, values, shapes, ranks, o, fs.dtype)
+    return "Slice + Concat"
+
+
+def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    fs = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    base = out.name or "seq"
+    pos = node.inputs[1] if len(node.inputs) > 1 else None
+    p = lw.normalise(fs, pos, o, f"{base}_pos", "last")
+    p1 = o.reshape(p, o.ints([1]), f"{base}_pos1")
+    next1 = o.op("Add", [p1, o.ints([1])], f"{base}_next1")
+    bounds = lw.derive(fs, "bounds")
+    start = o.op("Gather", [bounds, p1], f"{base}_start")
+    end = o.op("Gather", [bounds, next1], f"{base}_end")
+
+    def cut(x: ir.Value, a: ir.Value, b: ir.Value, key: str) -> ir.Value:
+        head = o.slice(x, o.ints([0]), a, [0], f"{base}_{key}_head")
+        tail = o.slice(x, b, o.ints([_MAX]), [0], f"{base}_{key}_tail")
+        return o.concat([head, tail], 0, f"{base}_{key}")
+
+    values = cut(fs.values, start, end, "values")
+    shapes = cut(fs.shapes, p1, next1, "shapes")
+    ranks = cut(fs.ranks, p1, next1, "ranks") if fs.ranks is not None else None
+    lw.make(out, values, shapes, ranks, o, fs.dtype)
+    return "Slice + Concat"
+
+
+def _sequence_at(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    fs = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    base = out.name or "elem"
+    p = lw.normalise(fs, node.inputs[1], o, f"{base}_pos", "n")
+    elem = lw.element(fs, p, o, base, out.shape)
+    lw.output(out, elem, node, scope)
+    return "Gather + Slice + Reshape"
+
+
+def _sequence_length(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    fs = lw.seq(node.inputs[0])
+    n = lw.derive(fs, "count")
+    lw.output(node.outputs[0], o.identity(n, f"{node.outputs[0].name or 'length'}_n"), node, scope)
+    return "Shape"
+
+
+def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    x = node.inputs[0]
+    out = node.outputs[0]
+    base = out.name or "split"
+    width, ranked = lw.layout(out)
+    assert x.shape is not None
+    r = x.shape.rank()
+    a = _attr(node, "axis", 0) % r
+    squeeze = dynamic_split_squeezes(node, lw.policy)
+    assert squeeze is not None
+    xs = o.shape(x, f"{base}_xdims")
+    d1 = o.slice(xs, o.ints([a]), o.ints([a + 1]), [0], f"{base}_dim1")
+    d = o.reshape(d1, o.ints([]), f"{base}_dim")
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is None:
+        sizes = o.op("Expand", [o.ints([1]), d1], f"{base}_sizes")
+        how = "chunks of 1"
+    elif _split_rank(split) == 0:
+        k = split if split.dtype == INT64 else o.op("Cast", [split], f"{base}_k64", dtype=INT64, to=INT64)
+        count = o.op("Div", [o.op("Add", [d, o.op("Sub", [k, o.scalar(1)], f"{base}_km1")], f"{base}_dk"), k], f"{base}_count")
+        starts = o.op("Mul", [o.op("Range", [o.scalar(0), count, o.scalar(1)], f"{base}_idx", dtype=INT64), k], f"{base}_starts")
+        rest = o.op("Sub", [d, starts], f"{base}_rest")
+        short = o.op("Less", [rest, k], f"{base}_short", dtype=ir.DataType.BOOL)
+        sizes = o.op("Where", [short, rest, k], f"{base}_sizes")
+        how = "run-time chunks of k"
+    else:
+        sizes = split if split.dtype == INT64 else o.op("Cast", [split], f"{base}_split64", dtype=INT64, to=INT64)
+        how = "run-time split sizes"
+    n1 = o.shape(sizes, f"{base}_n1")
+    pre = o.slice(xs, o.ints([0]), o.ints([a]), [0], f"{base}_pre")
+    post = o.slice(xs, o.ints([a + 1]), o.ints([r]), [0], f"{base}_post")
+
+    def repeat(row: ir.Value, cols: int, name: str) -> ir.Value:
+        target = o.concat([n1, o.ints([cols])], 0, f"{name}_target")
+        return o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), target], name)
+
+    parts = [repeat(pre, a, f"{base}_pre_rows")] if a else []
+    if not squeeze:
+        parts.append(o.unsqueeze(sizes, [1], f"{base}_size_col"))
+    if r - a - 1:
+        parts.append(repeat(post, r - a - 1, f"{base}_post_rows"))
+    er = r - 1 if squeeze else r
+    if width > er:
+        parts.append(repeat(o.ints([1] * (width - er)), width - er, f"{base}_pad_rows"))
+    if parts:
+        shapes = o.concat(parts, 1, f"{base}_rows")
+    else:  # scalars out of a 1-D input
+        shapes = o.op("Expand", [o.b.constant(np.zeros((1, 0), np.int64), "row0"), o.concat([n1, o.ints([0])], 0, f"{base}_target")], f"{base}_rows")
+    ranks = o.op("Expand", [o.ints([er]), n1], f"{base}_rank_list") if ranked else None
+    flat_x = _flat_tensor(x, o, base)
+    leading_ones = all(dd == 1 for dd in x.shape.dims[:a])
+    if a == 0 or leading_ones:
+        values = flat_x
+    elif split is None:
+        perm = [a, *(i for i in range(r) if i != a)]
+        values = _flat_tensor(o.op("Transpose", [x], f"{base}_axis_first", perm=perm), o, f"{base}_t")
+        how += ", Transpose"
+    else:
+        p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
+        q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True)
+        elem_sizes = o.op("Mul", [sizes, o.op("Mul", [p, q], f"{base}_pq")], f"{base}_elem_sizes")
+        offsets = o.op("CumSum", [elem_sizes, o.scalar(0)], f"{base}_offsets", exclusive=1)
+        index = o.concat_index(p, q, sizes, offsets, f"{base}_perm")
+        total = o.shape(index, f"{base}_total")
+        zeros = o.op("Expand", [o.ints([0]), total], f"{base}_zeros")
+        inverse = o.op(
+            "ScatterElements",
+            [zeros, index, o.op("Range", [o.scalar(0), o.reshape(total, o.ints([]), f"{base}_total_s"), o.scalar(1)], f"{base}_iota", dtype=INT64)],
+            f"{base}_inverse",
+            axis=0,
+        )
+        values = o.op("Gather", [flat_x, inverse], f"{base}_flat")
+        how += ", Gather through a permutation"
+    lw.make(out, values, shapes, ranks, o, x.dtype)
+    return how
+
+
+def _unchanged_split_source(node: ir.Node, policy: str) -> ir.Value | None:
+    """The input of the SplitToSequence this concat undoes (same axis, nothing changed
+    in between but Identity), or None."""
+    v = node.inputs[0]
+    p = v.producer() if v is not None else None
+    while p is not None and p.op_type == "Identity" and is_default_domain(p):
+        p = p.inputs[0].producer() if p.inputs[0] is not None else None
+    if p is None or p.op_type != "SplitToSequence" or not is_default_domain(p):
+        return None
+    x = p.inputs[0]
+    if x is None or x.shape is None:
+        return None
+    r = x.shape.rank()
+    split_axis = _attr(p, "axis", 0) % r
+    squeeze = dynamic_split_squeezes(p, policy)
+    if squeeze is None:
+        return None
+    new_axis = bool(_attr(node, "new_axis", 0))
+    if new_axis != squeeze:
+        return None
+    axis = _attr(node, "axis", 0)
+    return x if axis % r == split_axis else None
+
+
+def _split_rank(split: ir.Value) -> int:
+    c = ir.convenience.get_const_tensor(split)
+    shape = ir.Shape(c.shape) if c is not None else split.shape
+    assert shape is not None, "the analysis keeps splits of unknown rank"
+    return shape.rank()
+
+
+def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    from seqlower.errors import ModelError
+
+    fs = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    base = out.name or "concat"
+    r = fs.width
+    axis = _attr(node, "axis", 0)
+    new_axis = _attr(node, "new_axis", 0)
+    lo, hi = (-r - 1, r) if new_axis else (-r, r - 1)
+    if not lo <= axis <= hi:
+        raise ModelError(f"{node_label(node)}: axis {axis} is out of range [{lo}, {hi}]")
+    source = _unchanged_split_source(node, lw.policy)
+    if source is not None:
+        lw.output(out, source, node, scope)
+        return "the split's input itself"
+    first = o.op("Gather", [fs.shapes, o.scalar(0)], f"{base}_first", shape=[r])
+    if new_axis:
+        a = axis % (r + 1)
+        dims = o.concat([lw.derive(fs, "count1"), first], 0, f"{base}_dims")
+        stacked = o.reshape_exact(fs.values, dims, r + 1, f"{base}_stacked", fs.dtype)
+        if a == 0:
+            lw.output(out, stacked, node, scope)
+            return "Reshape (stack)"
+        perm = [*range(1, a + 1), 0, *range(a + 1, r + 1)]
+        lw.output(out, o.op("Transpose", [stacked], f"{base}_t", perm=perm), node, scope)
+        return "Reshape + Transpose (stack)"
+    a = axis % r
+    along = o.op("Gather", [fs.shapes, o.scalar(a)], f"{base}_along", axis=1)
+    total = o.b.reduce("ReduceSum", along, [0], f"{base}_total", keepdims=True)
+    pre = o.slice(first, o.ints([0]), o.ints([a]), [0], f"{base}_pre")
+    post = o.slice(first, o.ints([a + 1]), o.ints([r]), [0], f"{base}_post")
+    dims = o.concat([x for x in (pre if a else None, total, post if r - a - 1 else None) if x is not None], 0, f"{base}_dims")
+    if a == 0:
+        values = fs.values
+        how = "Reshape"
+    else:
+        p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
+        q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True) if r - a - 1 else o.ints([1])
+        bounds = lw.derive(fs, "bounds")
+        offsets = o.slice(bounds, o.ints([0]), o.ints([-1]), [0], f"{base}_offsets")
+        index = o.concat_index(p, q, along, offsets, f"{base}_perm")
+        values = o.op("Gather", [fs.values, index], f"{base}_gathered")
+        how = "Gather through a permutation + Reshape"
+    lw.output(out, o.reshape_exact(values, dims, r, base, fs.dtype, out.shape), node, scope)
+    return how
+
+
+def _returned(v: ir.Value, g: ir.Graph, seen: set[ir.Value], names: NameAuthority, opset: int, name: str) -> ir.Value:
+    """``v`` as a value ``g`` itself produces, once (Identity otherwise)."""
+    p = v.producer()
+    if v in seen or p is None or p.graph is not g:
+        v = Builder(g, None, opset, names, main_graph=False).identity(v, name)
+    seen.add(v)
+    return v
+
+
+def _seq_tensors(fs: FlatSeq) -> list[ir.Value]:
+    return [fs.values, fs.shapes] + ([fs.ranks] if fs.ranks is not None else [])
+
+
+def _typed_like(fs_dtype: ir.DataType, width: int, name: str, names: NameAuthority, ranked: bool) -> list[ir.Value]:
+    out = [
+        ir.Value(name=names.fresh(f"{name}_flat"), type=ir.TensorType(fs_dtype), shape=ir.Shape([None])),
+        ir.Value(name=names.fresh(f"{name}_rows"), type=ir.TensorType(INT64), shape=ir.Shape([None, width])),
+    ]
+    if ranked:
+        out.append(ir.Value(name=names.fresh(f"{name}_rank_list"), type=ir.TensorType(INT64), shape=ir.Shape([None])))
+    return out
+
+
+def _rebuild(node: ir.Node, inputs: list[ir.Value | None], protos: list[ir.Value], o: Ops) -> ir.Node:
+    """A copy of ``node`` with new inputs and outputs named and typed like ``protos``
+    (the old outputs give up their names); the subgraphs move to it."""
+    taken = {p.name for p in protos}
+    for out in node.outputs:
+        if out.name in taken:
+            out.name = None
+    new = ir.Node(node.domain, node.op_type, inputs, list(node.attributes.values()), num_outputs=len(protos), name=node.name)
+    node.name = None
+    o.b.graph.insert_before(node, new)
+    for nv, proto in zip(new.outputs, protos):
+        nv.type, nv.shape = proto.type, proto.shape
+        nv.name = proto.name
+    for key in [k for k, a in node.attributes.items() if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)]:
+        node.attributes.pop(key)
+    return new
+
+
+def _take_over(old: ir.Value, new: ir.Value, scope: Scope) -> None:
+    """``new`` (which took ``old``'s name) replaces the tensor output ``old`` everywhere,
+    graph outputs included."""
+    outputs = scope.graph.outputs
+    for i, v in enumerate(outputs):
+        if v is old:
+            outputs[i] = new
+    ir.convenience.replace_all_uses_with(old, new)
+
+
+def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
+    for key, g in zip(("then_branch", "else_branch"), branches):
+        lw.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
+    protos: list[ir.Value] = []
+    per_branch: list[list[ir.Value]] = [[], []]
+    spans: list[tuple[ir.Value, int, ir.DataType | None]] = []
+    for k, out in enumerate(node.outputs):
+        start = len(protos)
+        if lw.analysis.flat(out):
+            width, ranked = lw.layout(out)
+            fss = [lw.seq(g.outputs[k]) for g in branches]
+            protos += _typed_like(fss[0].dtype, width, out.name or "seq", lw.names, ranked)
+            for side in (0, 1):
+                per_branch[side] += _seq_tensors(fss[side])
+            spans.append((out, start, fss[0].dtype))
+        else:
+            protos.append(_proto_of(out, lw.names))
+            for side, g in enumerate(branches):
+                per_branch[side].append(g.outputs[k])
+            spans.append((out, start, None))
+    for side, g in enumerate(branches):
+        seen: set[ir.Value] = set()
+        fixed = [_returned(v, g, seen, lw.names, scope.opset, f"{protos[i].name}_ret") for i, v in enumerate(per_branch[side])]
+        g.outputs.clear()
+        g.outputs.extend(fixed)
+    new = _rebuild(node, list(node.inputs), protos, o)
+    for out, start, dtype in spans:
+        if dtype is not None:
+            _register_outputs(lw, out, new, start, dtype, scope)
+        else:
+            _take_over(out, new.outputs[start], scope)
+    return "If returning the tensors"
+
+
+def _register_outputs(lw: _Lowerer, out: ir.Value, new: ir.Node, start: int, dtype: ir.DataType, scope: Scope) -> None:
+    width, ranked = lw.layout(out)
+    vals = new.outputs[start : start + (3 if ranked else 2)]
+    lw.seqs[out] = FlatSeq(vals[0], vals[1], vals[2] if ranked else None, dtype, width, scope.graph, new, scope.main, scope.opset)
+
+
+def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    body = node.attributes["body"].as_graph()
+    bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
+    carried = list(node.inputs[2:])
+    n_carried = len(carried)
+    flat_k = [lw.analysis.flat(body.inputs[2 + k]) for k in range(n_carried)]
+    # Body inputs first: the body's own rules read them.
+    new_body_inputs = list(body.inputs[:2])
+    for k in range(n_carried):
+        bi = body.inputs[2 + k]
+        if not flat_k[k]:
+            new_body_inputs.append(bi)
+            continue
+        width, ranked = lw.layout(bi)
+        init = lw.seq(carried[k])
+        ins = _typed_like(init.dtype, width, bi.name or "carried", lw.names, ranked)
+        new_body_inputs += ins
+        lw.seqs[bi] = FlatSeq(ins[0], ins[1], ins[2] if ranked else None, init.dtype, width, body, None, False, scope.opset)
+    body.inputs.clear()
+    body.inputs.extend(new_body_inputs)
+    lw.graph(bscope)
+    new_outputs = [body.outputs[0]]
+    for k in range(n_carried):
+        bo = body.outputs[1 + k]
+        new_outputs += _seq_tensors(lw.seq(bo)) if flat_k[k] else [bo]
+    new_outputs += list(body.outputs[1 + n_carried :])
+    seen: set[ir.Value] = set()
+    fixed = [_returned(v, body, seen, lw.names, scope.opset, f"{v.name or 'out'}_ret") for v in new_outputs]
+    body.outputs.clear()
+    body.outputs.extend(fixed)
+    inputs: list[ir.Value | None] = list(node.inputs[:2])
+    protos: list[ir.Value] = []
+    spans: list[tuple[ir.Value | None, int, ir.DataType | None]] = []
+    for k in range(n_carried):
+        out = node.outputs[k] if k < len(node.outputs) else None
+        start = len(protos)
+        if flat_k[k]:
+            init = lw.seq(carried[k])
+            width, ranked = lw.layout(carried[k])
+            inputs += _seq_tensors(init)
+            protos += _typed_like(init.dtype, width, (out.name if out is not None else None) or "carried", lw.names, ranked)
+            spans.append((out, start, init.dtype))
+        else:
+            inputs.append(carried[k])
+            protos.append(_proto_of(out, lw.names))
+            spans.append((out, start, None))
+    for out in node.outputs[n_carried:]:
+        spans.append((out, len(protos), None))
+        protos.append(_proto_of(out, lw.names))
+    new = _rebuild(node, inputs, protos, o)
+    for out, start, dtype in spans:
+        if out is None:
+            continue
+        if dtype is not None:
+            _register_outputs(lw, out, new, start, dtype, scope)
+        else:
+            _take_over(out, new.outputs[start], scope)
+    return "Loop carrying the tensors"
+
+
+def _proto_of(out: ir.Value | None, names: NameAuthority) -> ir.Value:
+    if out is None:
+        return ir.Value(name=names.fresh("unused"))
+    return ir.Value(name=out.name, type=out.type, shape=out.shape)
+
+
+def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    body = node.attributes["body"].as_graph()
+    lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
+    first = lw.seq(node.inputs[0])
+    base = node.outputs[0].name or "map"
+    names = lw.names
+    loop_body = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_loop_body"), opset_imports={"": scope.opset})
+    it = ir.Value(name=names.fresh(f"{base}_i"), type=ir.TensorType(INT64), shape=ir.Shape([]))
+    cond = ir.Value(name=names.fresh(f"{base}_cond"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    loop_body.inputs.extend([it, cond])
+    bo_ops = Ops(Builder(loop_body, None, scope.opset, names, main_graph=False))
+    value_map: dict[ir.Value, ir.Value | None] = {}
+    for j, (inp, bi) in enumerate(zip(node.inputs, body.inputs)):
+        if inp is not None and inp in lw.seqs:
+            value_map[bi] = lw.element(lw.seq(inp), it, bo_ops, f"{bi.name or 'x'}_elem", None)
+        else:
+            value_map[bi] = inp
+    for init in body.initializers.values():
+        assert init.const_value is not None
+        value_map[init] = bo_ops.b.constant(init.const_value.numpy(), f"{init.name}")
+    mapped = inline_graph(body, value_map, bo_ops.b, names, "map")
+    cond_out = bo_ops.identity(cond, f"{base}_cond_out")
+    carried_init: list[ir.Value] = []
+    carried_in: list[ir.Value] = []
+    carried_out: list[ir.Value] = []
+    scan_out: list[ir.Value] = []
+    plans = []
+    for k, (out, bo) in enumerate(zip(node.outputs, body.outputs)):
+        y = mapped[bo]
+        width, ranked = lw.layout(out)
+        shape = bo.shape
+        assert shape is not None and bo.dtype is not None
+        r = shape.rank()
+        name = out.name or f"{base}_{k}"
+        flat_y = _flat_tensor(y, bo_ops, f"{name}_y")
+        static = all(isinstance(d, int) for d in shape.dims)
+        if static:
+            size = int(np.prod([int(d) for d in shape.dims], dtype=np.int64))
+            flat_y.shape = ir.Shape([size])
+            scan_out.append(flat_y)
+            plans.append(("scan", k, width, ranked, r, [int(d) for d in shape.dims]))
+        else:
+            acc = ir.Value(name=names.fresh(f"{name}_acc"), type=ir.TensorType(bo.dtype), shape=ir.Shape([None]))
+            carried_in.append(acc)
+            carried_out.append(bo_ops.concat([acc, flat_y], 0, f"{name}_acc_next"))
+            carried_init.append(o.empty(bo.dtype, (0,)))
+            row, _ = lw.row(y, width, bo_ops, f"{name}_y") if y.shape is not None else (None, r)
+            if row is None:
+                dims = bo_ops.shape(y, f"{name}_y_dims")
+                if width > r:
+                    dims = bo_ops.concat([dims, bo_ops.ints([1] * (width - r))], 0, f"{name}_y_padded")
+            else:
+                dims = bo_ops.reshape(row, bo_ops.ints([width]), f"{name}_y_dims")
+            dims.shape = ir.Shape([width])
+            scan_out.append(dims)
+            plans.append(("carried", k, width, ranked, r, None))
+    loop_body.inputs.extend(carried_in)
+    seen: set[ir.Value] = set()
+    outs = [cond_out, *carried_out, *scan_out]
+    loop_body.outputs.extend(_returned(v, loop_body, seen, names, scope.opset, f"{v.name}_ret") for v in outs)
+    count = lw.derive(first, "count")
+    loop = ir.Node("", "Loop", [count, None, *carried_init], [ir.AttrGraph("body", loop_body)], num_outputs=len(carried_out) + len(scan_out), name=names.fresh(f"{base}_loop"))
+    o.b.graph.insert_before(node, loop)
+    n_carried = len(carried_out)
+    loop_carried = list(loop.outputs[:n_carried])
+    loop_scans = list(loop.outputs[n_carried:])
+    ci = 0
+    hows = []
+    for idx, (kind, k, width, ranked, r, dims) in enumerate(plans):
+        out = node.outputs[k]
+        name = out.name or f"{base}_{k}"
+        scan = loop_scans[idx]
+        scan.name = names.fresh(f"{name}_scan")
+        count1 = lw.derive(first, "count1")
+        if kind == "scan":
+            dtype = body.outputs[k].dtype
+            scan.type = ir.TensorType(dtype)
+            values = o.reshape(scan, o.ints([-1]), f"{name}_flat")
+            row = o.ints(dims + [1] * (width - r))
+            shapes = o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), o.concat([count1, o.ints([width])], 0, f"{name}_target")], f"{name}_rows")
+            hows.append("scan output")
+        else:
+            values = loop_carried[ci]
+            values.name = names.fresh(f"{name}_flat")
+            values.type = ir.TensorType(body.outputs[k].dtype)
+            ci += 1
+            scan.type = ir.TensorType(INT64)
+            shapes = scan
+            hows.append("carried Concat")
+        ranks = o.op("Expand", [o.ints([r]), count1], f"{name}_rank_list") if ranked else None
+        lw.make(out, values, shapes, ranks, o, body.outputs[k].dtype)
+    node.attributes.pop("body")
+    return "Loop: " + ", ".join(hows)
+
+
+RULES = {
+    "SplitToSequence": _split_to_sequence,
+    "SequenceEmpty": _sequence_empty,
+    "SequenceConstruct": _sequence_construct,
+    "SequenceInsert": _sequence_insert,
+    "SequenceErase": _sequence_erase,
+    "SequenceAt": _sequence_at,
+    "SequenceLength": _sequence_length,
+    "ConcatFromSequence": _concat_from_sequence,
+    "SequenceMap": _sequence_map,
+    "Identity": _identity,
+    "If": _if,
+    "Loop": _loop,
+}
