@@ -217,7 +217,12 @@ class Builder:
         return v
 
     def _new_constant(self, array: np.ndarray, name: str) -> ir.Value:
-        tensor = ir.tensor(array)
+        if array.dtype == object or array.dtype.kind in "SU":
+            # onnx_ir serializes strings only from a StringTensor of bytes.
+            data = np.array([s.encode() if isinstance(s, str) else bytes(s) for s in array.reshape(-1)], dtype=object)
+            tensor: ir.TensorProtocol = ir.StringTensor(data.reshape(array.shape))
+        else:
+            tensor = ir.tensor(array)
         if self.main_graph:
             v = ir.Value(
                 name=self.names.fresh(name),
