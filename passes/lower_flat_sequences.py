@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
+from passes.lower_optionals import OPTIONAL_SEQUENCES_KEY
 from passes._rewrite import REPORT_KEY, Scope, inline_graph, replace_output, rewrite_record, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, analyze, dynamic_split_squeezes, is_default_domain, node_label
 from seqlower.builder import Builder, NameAuthority
@@ -250,7 +251,7 @@ class _Lowerer:
                 inner = o.op("Where", [self.pad_mask(ranks, width, o, base, shapes), shapes, o.ints([1])], f"{base}_shapes_inner")
             fs = FlatSeq(values, inner, ranks, dtype, width, graph, _producer_in(inner, graph), True, scope.opset)
             self.seqs[v] = fs
-            entries.append(_abi_entry(v, dtype, width, ranked, tensors))
+            entries.append(self._optional_wrap(_abi_entry(v, dtype, width, ranked, tensors)))
             self.records.append({"op": "input", "node": f"model input '{v.name}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
             self.modified = True
         if entries:
@@ -293,13 +294,21 @@ class _Lowerer:
                 tensors[key] = t.name
                 new_outputs.append(t)
             v.name = self.names.fresh(f"{base}_sequence")  # the old value dies with its producer
-            entries.append(_abi_entry(v, fs.dtype, width, ranked, tensors, name=base))
+            entries.append(self._optional_wrap(_abi_entry(v, fs.dtype, width, ranked, tensors, name=base)))
             self.records.append({"op": "output", "node": f"model output '{base}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
             self.modified = True
         if entries:
             graph.outputs.clear()
             graph.outputs.extend(new_outputs)
             self._write_abi("outputs", entries)
+
+    def _optional_wrap(self, entry: dict) -> dict:
+        """An optional sequence's payload (see lower_optionals) joins its present flag."""
+        present = self.model.meta.get(OPTIONAL_SEQUENCES_KEY, {}).get(entry["name"])
+        if present is not None:
+            entry["kind"] = "optional_sequence"
+            entry["tensors"]["present"] = present
+        return entry
 
     def _write_abi(self, key: str, entries: list[dict]) -> None:
         props = self.model.metadata_props

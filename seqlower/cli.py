@@ -286,6 +286,9 @@ def _cmd_lower(args: argparse.Namespace) -> int:
     _print_lower(report, verdict, src, dst)
     if verdict is not None and not verdict.equivalent:
         return EXIT_FAIL
+    if args.strict and not report.tensor_only:
+        print(f"  strict: {len(report.remaining)} sequence op(s) or value(s) left; exit {EXIT_FAIL}")
+        return EXIT_FAIL
     return EXIT_OK
 
 
@@ -386,8 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output model (written atomically)")
     p.add_argument("--report", metavar="R.json", help="write every rewrite and every op left, with the reason")
     p.add_argument("--max-unroll", type=_nonneg_int, default=DEFAULT_MAX_UNROLL, metavar="N",
-                   help=f"longest sequence lowered to one value per element (default: {DEFAULT_MAX_UNROLL})")
+                   help=f"longest sequence lowered to one value per element; longer ones and those known"
+                        f" only at run time become Flat tensors (default: {DEFAULT_MAX_UNROLL})")
     p.add_argument("--verify", action="store_true", help="run both models and write only if they agree")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when anything stays a sequence (the output is still written, valid)")
     p.add_argument("--samples", type=_pos_int, default=3, help="samples for --verify (default: 3)")
     _add_exec_options(p, "(unused by lower)")
     p.set_defaults(func=_cmd_lower)

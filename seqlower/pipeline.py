@@ -59,10 +59,12 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.fold_sequence_constants import FoldSequenceConstantsPass
     from passes.infer_sequence_shapes import InferSequenceShapesPass
     from passes.lower_flat_sequences import LowerFlatSequencesPass
+    from passes.lower_optionals import LowerOptionalsPass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 
     rounds = ir.passes.PassManager(
         [
+            LowerOptionalsPass(),
             InferSequenceShapesPass(options.keepdims_policy),
             FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),

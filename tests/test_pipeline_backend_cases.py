@@ -18,16 +18,7 @@ from tests.helpers import lower_checked
 
 CASES = sequence_backend_cases()
 # Static once closed, so Stage 2 must lower them completely.
-NOT_YET_STATIC = {  # optionals are not lowered yet
-    "test_loop16_seq_none", "test_if_opt", "test_identity_opt",
-    "test_optional_get_element_optional_sequence", "test_optional_get_element_sequence",
-    "test_optional_get_element_optional_tensor", "test_optional_get_element_tensor",
-    "test_optional_has_element_tensor_input", "test_optional_has_element_optional_input",
-    "test_optional_has_element_empty_no_input_name_tensor_input",
-    "test_optional_has_element_empty_no_input_tensor_input", "test_optional_has_element_empty_optional_input",
-    "test_optional_has_element_empty_no_input_name_optional_input",
-    "test_optional_has_element_empty_no_input_optional_input",
-}
+NOT_YET_STATIC: set[str] = set()  # every case lowers completely
 ORT_UNSUPPORTED = {"test_reversesequence_bfloat16"}
 
 

@@ -1,0 +1,382 @@
+"""Lower optional values into a ``present`` flag and a payload.
+
+An ``optional(T)`` value becomes a bool scalar ``present`` and a value of type ``T``
+(a tensor, or a sequence the sequence lowerings then take): zeros or an empty sequence
+when absent. The rules:
+
+- ``Optional(x)`` -> present = true, payload = x; ``Optional<type>()`` -> present =
+  false, payload = an empty tensor / ``SequenceEmpty``.
+- ``OptionalHasElement(o)`` -> present (true for a plain tensor or sequence, false for
+  a missing input); ``OptionalGetElement(o)`` -> the payload (a plain value itself).
+- ``Identity``, ``If`` outputs and ``Loop``-carried values carry both.
+- Optional model inputs and outputs become ``<name>_present`` and the payload; the
+  ``seqlower.abi`` entry has kind ``optional_tensor`` (or ``optional_sequence``, written
+  with the payload's sequence tensors by the Flat lowering).
+
+The payload of an absent optional is never read: ``OptionalGetElement`` of an absent
+optional is an error in the original, and the lowered model returns the placeholder.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx_ir as ir
+
+from passes._rewrite import REPORT_KEY, Scope, rewrite_record, subgraph_scopes, walk_scopes
+from seqlower.analysis import is_default_domain, node_label
+from seqlower.builder import Builder, NameAuthority
+
+__all__ = ["LowerOptionalsPass", "OPTIONAL_SEQUENCES_KEY"]
+
+ABI_KEY = "seqlower.abi"
+# model.meta: payload input/output name -> the ``present`` tensor's name, for sequence
+# payloads whose ABI entry the Flat lowering writes.
+OPTIONAL_SEQUENCES_KEY = "seqlower.optional_sequences"
+BOOL = ir.DataType.BOOL
+
+_OPS = frozenset({"Optional", "OptionalHasElement", "OptionalGetElement"})
+
+
+def _is_optional(v: ir.Value | None) -> bool:
+    return v is not None and isinstance(v.type, ir.OptionalType)
+
+
+class LowerOptionalsPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if not _has_optionals(model):
+            return ir.passes.PassResult(model, False)
+        lw = _Lowerer(model)
+        scopes = list(walk_scopes(model))
+        lw.model_inputs(scopes[0])
+        for scope in scopes:
+            lw.graph(scope)
+        lw.model_outputs(scopes[0])
+        for graph, nodes in lw.dead:
+            graph.remove(nodes, safe=True)
+        model.meta.setdefault(REPORT_KEY, []).extend(lw.records)
+        return ir.passes.PassResult(model, True)
+
+
+def _has_optionals(model: ir.Model) -> bool:
+    graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+    for g in graphs:
+        if any(_is_optional(v) for v in [*g.inputs, *g.outputs]):
+            return True
+        for node in ir.traversal.RecursiveGraphIterator(g):
+            if node.op_type in _OPS and is_default_domain(node):
+                return True
+            if any(_is_optional(v) for v in node.outputs):
+                return True
+    return False
+
+
+class _Lowerer:
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.names = NameAuthority(model)
+        self.pairs: dict[ir.Value, tuple[ir.Value, ir.Value]] = {}
+        self.records: list[dict[str, str]] = []
+        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
+        self.abi: dict[str, list[dict]] = {"inputs": [], "outputs": []}
+
+    def pair(self, v: ir.Value) -> tuple[ir.Value, ir.Value]:
+        assert v in self.pairs, f"optional {v.name} was not lowered before its use"
+        return self.pairs[v]
+
+    def graph(self, scope: Scope) -> None:
+        lowered: list[ir.Node] = []
+        for node in list(scope.graph):
+            touches = is_default_domain(node) and (
+                node.op_type in _OPS or any(_is_optional(v) for v in [*node.inputs, *node.outputs])
+                or (node.op_type == "Loop" and any(_is_optional(v) for v in node.attributes["body"].as_graph().inputs))
+            )
+            if not touches:
+                for sub in subgraph_scopes(node, scope):
+                    self.graph(sub)
+                continue
+            rule = RULES.get(node.op_type)
+            if rule is None:
+                for sub in subgraph_scopes(node, scope):
+                    self.graph(sub)
+                continue
+            how = rule(self, node, scope.builder(node, self.names), scope)
+            self.records.append(rewrite_record(node, scope, "present + payload", how))
+            lowered.append(node)
+        if lowered:
+            self.dead.append((scope.graph, lowered))
+
+    # -- values ---------------------------------------------------------------------------
+
+    def placeholder(self, t: ir.TypeProtocol, b: Builder, name: str) -> ir.Value:
+        """An absent optional's payload: zeros of size 0, or an empty sequence."""
+        if isinstance(t, ir.SequenceType):
+            elem = t.elem_type
+            dtype = elem.dtype if isinstance(elem, ir.TensorType) else ir.DataType.FLOAT
+            node = b._emit("SequenceEmpty", [], {"dtype": dtype.value}, outputs=[name], node_name=f"{name}_empty")
+            out = node.outputs[0]
+            out.type = ir.SequenceType(ir.TensorType(dtype))
+            return out
+        dtype = t.dtype if t.dtype is not None else ir.DataType.FLOAT
+        value = np.zeros(0, dtype=object) if dtype == ir.DataType.STRING else np.zeros(0, dtype=dtype.numpy())
+        return b.constant(value, name)
+
+    def flag(self, value: bool, b: Builder) -> ir.Value:
+        return b.constant(np.array(value), "present" if value else "absent")
+
+    # -- the model boundary --------------------------------------------------------------
+
+    def model_inputs(self, scope: Scope) -> None:
+        graph = self.model.graph
+        new_inputs: list[ir.Value] = []
+        for v in list(graph.inputs):
+            if not _is_optional(v):
+                new_inputs.append(v)
+                continue
+            inner = v.type.elem_type
+            name = v.name or "optional"
+            present = ir.Value(name=self.names.fresh(f"{name}_present"), type=ir.TensorType(BOOL), shape=ir.Shape([]))
+            shape = v.shape if v.shape is not None else ir.Shape([None])
+            if isinstance(inner, ir.SequenceType):
+                payload = ir.Value(name=name, type=inner, shape=shape)
+                self.model.meta.setdefault(OPTIONAL_SEQUENCES_KEY, {})[name] = present.name
+            else:
+                payload = ir.Value(name=self.names.fresh(f"{name}_value"), type=inner, shape=shape)
+                self.abi["inputs"].append(_tensor_entry(name, inner, shape, present.name, payload.name))
+            v.name = None
+            new_inputs += [present, payload]
+            self.pairs[v] = (present, payload)
+            self.records.append({"op": "input", "node": f"model input '{name}'", "graph": "main", "into": "present + payload", "how": "ABI"})
+        graph.inputs.clear()
+        graph.inputs.extend(new_inputs)
+
+    def model_outputs(self, scope: Scope) -> None:
+        graph = self.model.graph
+        new_outputs: list[ir.Value] = []
+        b = scope.builder(None, self.names)
+        for v in list(graph.outputs):
+            if not _is_optional(v):
+                new_outputs.append(v)
+                continue
+            present, payload = self.pair(v)
+            name = v.name or "optional"
+            v.name = None
+            p = b.identity(present, f"{name}_present")
+            inner = v.type.elem_type
+            if isinstance(inner, ir.SequenceType):
+                node = b._emit("Identity", [payload], outputs=[name], node_name=f"{name}_identity")
+                out = node.outputs[0]
+                out.name = name
+                out.type, out.shape = inner, payload.shape
+                self.model.meta.setdefault(OPTIONAL_SEQUENCES_KEY, {})[name] = p.name
+            else:
+                out = b.identity(payload, f"{name}_value")
+                out.shape = out.shape if out.shape is not None else (v.shape or ir.Shape([None]))
+                self.abi["outputs"].append(_tensor_entry(name, inner, v.shape, p.name, out.name))
+            new_outputs += [p, out]
+            self.records.append({"op": "output", "node": f"model output '{name}'", "graph": "main", "into": "present + payload", "how": "ABI"})
+        graph.outputs.clear()
+        graph.outputs.extend(new_outputs)
+        if self.abi["inputs"] or self.abi["outputs"]:
+            props = self.model.metadata_props
+            doc = json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
+            for key in ("inputs", "outputs"):
+                doc.setdefault(key, []).extend(self.abi[key])
+            props[ABI_KEY] = json.dumps(doc, sort_keys=True)
+
+
+def _tensor_entry(name: str, t: ir.TypeProtocol, shape: ir.Shape | None, present: str, value: str) -> dict:
+    dims = None if shape is None else [d if isinstance(d, int) else (str(d) if d is not None and str(d) != "None" else None) for d in shape.dims]
+    dtype = t.dtype if t.dtype is not None else ir.DataType.FLOAT
+    return {"name": name, "kind": "optional_tensor", "elem_type": dtype.name, "elem_shape": dims,
+            "tensors": {"present": present, "value": value}}
+
+
+# -- rules --------------------------------------------------------------------------------
+
+
+def _replace(old: ir.Value, new: ir.Value, b: Builder, scope: Scope) -> None:
+    if old.is_graph_output():
+        name = old.name
+        old.name = None
+        target = b.identity(new, name or "out")
+        target.name = name
+        target.type, target.shape = old.type if not isinstance(old.type, ir.OptionalType) else new.type, new.shape
+        outputs = scope.graph.outputs
+        for i, v in enumerate(outputs):
+            if v is old:
+                outputs[i] = target
+        new = target
+    ir.convenience.replace_all_uses_with(old, new)
+
+
+def _optional(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    out = node.outputs[0]
+    x = node.inputs[0] if node.inputs else None
+    if x is not None:
+        lw.pairs[out] = (lw.flag(True, b), x)
+        return "present"
+    attr = node.attributes.get("type")
+    # The attribute holds the element type (an ir.TypeAndShape); the output's type says it too.
+    inner = attr.value.type if attr is not None else out.type.elem_type  # type: ignore[union-attr]
+    lw.pairs[out] = (lw.flag(False, b), lw.placeholder(inner, b, f"{out.name or 'none'}_placeholder"))
+    return "absent"
+
+
+def _has_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    x = node.inputs[0] if node.inputs else None
+    if x is None:
+        flag = lw.flag(False, b)
+    elif _is_optional(x):
+        flag = lw.pair(x)[0]
+    else:
+        flag = lw.flag(True, b)
+    _replace(node.outputs[0], b.identity(flag, f"{node.outputs[0].name or 'has'}_flag"), b, scope)
+    return "present flag"
+
+
+def _get_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    x = node.inputs[0]
+    assert x is not None
+    payload = lw.pair(x)[1] if _is_optional(x) else x
+    _replace(node.outputs[0], payload, b, scope)
+    return "payload"
+
+
+def _identity(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    lw.pairs[node.outputs[0]] = lw.pair(node.inputs[0])  # type: ignore[arg-type]
+    return "same pair"
+
+
+def _pair_of(lw: _Lowerer, v: ir.Value, b: Builder) -> tuple[ir.Value, ir.Value]:
+    """A value as (present, payload): a plain tensor or sequence is present."""
+    return lw.pair(v) if _is_optional(v) else (lw.flag(True, b), v)
+
+
+def _split_outputs(lw: _Lowerer, node: ir.Node, outs: list[ir.Value], inputs: list[ir.Value | None], scope: Scope) -> ir.Node:
+    """Rebuild an If/Loop whose outputs ``outs`` include optionals: each optional output
+    becomes (present, payload)."""
+    protos: list[tuple[str | None, ir.TypeProtocol | None, ir.Shape | None]] = []
+    for v in outs:
+        if _is_optional(v):
+            protos.append((lw.names.fresh(f"{v.name or 'opt'}_present"), ir.TensorType(BOOL), ir.Shape([])))
+            protos.append((lw.names.fresh(f"{v.name or 'opt'}_payload"), v.type.elem_type, v.shape))
+        else:
+            protos.append((v.name, v.type, v.shape))
+    for v in outs:
+        if not _is_optional(v):
+            v.name = None
+    new = ir.Node(node.domain, node.op_type, inputs, list(node.attributes.values()), num_outputs=len(protos), name=node.name)
+    node.name = None
+    scope.graph.insert_before(node, new)
+    for nv, (name, t, shape) in zip(new.outputs, protos):
+        nv.name, nv.type, nv.shape = name, t, shape
+    i = 0
+    for v in outs:
+        if _is_optional(v):
+            lw.pairs[v] = (new.outputs[i], new.outputs[i + 1])
+            i += 2
+        else:
+            nv = new.outputs[i]
+            outputs = scope.graph.outputs
+            for k, o in enumerate(outputs):
+                if o is v:
+                    outputs[k] = nv
+            ir.convenience.replace_all_uses_with(v, nv)
+            i += 1
+    for key in [k for k, a in node.attributes.items() if a.type == ir.AttributeType.GRAPH]:
+        node.attributes.pop(key)
+    return new
+
+
+def _returned(vals: list[ir.Value], g: ir.Graph, names: NameAuthority, opset: int) -> list[ir.Value]:
+    seen: set[ir.Value] = set()
+    out = []
+    for v in vals:
+        p = v.producer()
+        if v in seen or p is None or p.graph is not g:
+            v = Builder(g, None, opset, names, main_graph=False).identity(v, f"{v.name or 'out'}_ret")
+        seen.add(v)
+        out.append(v)
+    return out
+
+
+def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
+    for key, g in zip(("then_branch", "else_branch"), branches):
+        lw.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
+    for g in branches:
+        bb = Builder(g, None, scope.opset, lw.names, main_graph=False)
+        flat: list[ir.Value] = []
+        for k, v in enumerate(g.outputs):
+            if _is_optional(node.outputs[k]):
+                flat += list(_pair_of(lw, v, bb))
+            else:
+                flat.append(v)
+        fixed = _returned(flat, g, lw.names, scope.opset)
+        g.outputs.clear()
+        g.outputs.extend(fixed)
+    _split_outputs(lw, node, list(node.outputs), list(node.inputs), scope)
+    return "If returning present + payload"
+
+
+def _loop(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
+    body = node.attributes["body"].as_graph()
+    n_carried = len(node.inputs) - 2
+    inputs: list[ir.Value | None] = list(node.inputs[:2])
+    new_body_inputs = list(body.inputs[:2])
+    opt_k = []
+    for k in range(n_carried):
+        init, bi = node.inputs[2 + k], body.inputs[2 + k]
+        is_opt = _is_optional(bi) or (init is not None and _is_optional(init))
+        opt_k.append(is_opt)
+        if not is_opt:
+            inputs.append(init)
+            new_body_inputs.append(bi)
+            continue
+        assert init is not None
+        inputs += list(_pair_of(lw, init, b))
+        inner = bi.type.elem_type if _is_optional(bi) else bi.type
+        present = ir.Value(name=lw.names.fresh(f"{bi.name or 'opt'}_present"), type=ir.TensorType(BOOL), shape=ir.Shape([]))
+        payload = ir.Value(name=lw.names.fresh(f"{bi.name or 'opt'}_payload"), type=inner, shape=bi.shape)
+        new_body_inputs += [present, payload]
+        if _is_optional(bi):
+            lw.pairs[bi] = (present, payload)
+        else:
+            ir.convenience.replace_all_uses_with(bi, payload)
+    body.inputs.clear()
+    body.inputs.extend(new_body_inputs)
+    lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
+    bb = Builder(body, None, scope.opset, lw.names, main_graph=False)
+    flat = [body.outputs[0]]
+    for k in range(n_carried):
+        v = body.outputs[1 + k]
+        flat += list(_pair_of(lw, v, bb)) if opt_k[k] else [v]
+    flat += list(body.outputs[1 + n_carried :])
+    fixed = _returned(flat, body, lw.names, scope.opset)
+    body.outputs.clear()
+    body.outputs.extend(fixed)
+    # Outputs: a carried optional's output is optional-typed or (opset 16's
+    # test_loop16_seq_none) the payload's type; either way it becomes a pair.
+    outs = list(node.outputs)
+    plain = [k for k in range(min(n_carried, len(outs))) if opt_k[k] and not _is_optional(outs[k])]
+    for k in plain:
+        outs[k].type = ir.OptionalType(outs[k].type)
+    _split_outputs(lw, node, outs, inputs, scope)
+    for k in plain:
+        v = outs[k]
+        payload = lw.pairs[v][1]
+        v.type = payload.type
+        _replace(v, payload, b, scope)
+    return "Loop carrying present + payload"
+
+
+RULES = {
+    "Optional": _optional,
+    "OptionalHasElement": _has_element,
+    "OptionalGetElement": _get_element,
+    "Identity": _identity,
+    "If": _if,
+    "Loop": _loop,
+}
