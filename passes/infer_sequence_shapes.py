@@ -85,7 +85,9 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
 
     def _onnx_inference(self, model: ir.Model) -> bool:
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
-            return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+            # No data propagation: it treats 2-D int64 tensors (our shapes rows) as 1-D
+            # and infers wrong ranks for Reshapes they feed (a fuzzed program found it).
+            return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
 
         try:
             from onnx_ir.passes.common import _c_api_utils

@@ -544,7 +544,7 @@ class _Analyzer:
             self._fail(node, f"position {p} is out of range [-{n}, {n}] for a sequence of length {n}")
             self._set(out, SeqInfo.unknown(dtype), label)
             return
-        p %= n + 1 if n else 1
+        p = p + n if p < 0 else p  # -1 inserts before the last element, not after it
         shapes = list(s.shapes or ())
         consts = list(s.consts or ())
         shapes.insert(p, _shape_of(t))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+import onnx
 from onnx import TensorProto, helper
 
 from seqlower import LowerOptions, load_model, lower_with_report
@@ -168,3 +169,18 @@ def test_concat_of_an_empty_static_sequence_is_an_error_naming_the_node():
     )
     with pytest.raises(ModelError, match="ConcatFromSequence node 'join': concatenates an empty sequence"):
         lower_with_report(load_model(m))
+
+
+def test_negative_insert_position_counts_from_the_end_before_the_last_element():
+    # -1 means n - 1: before the last element (a fuzzed program found the analysis
+    # appending instead, which folded constants in the wrong order).
+    m = model(
+        [helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s"]),
+         helper.make_node("SequenceInsert", ["s", "d", "minus1"], ["s1"]),
+         helper.make_node("ConcatFromSequence", ["s1"], ["y"], axis=0)],
+        [], [t("y", FLOAT, [4])],
+        initializer=[const("a", [1.0], np.float32), const("b", [2.0], np.float32), const("c", [3.0], np.float32),
+                     const("d", [9.0], np.float32), const("minus1", -1, np.int64)],
+    )
+    low, _ = lower_checked(m)
+    assert onnx.numpy_helper.to_array(low.graph.initializer[0]).tolist() == [1.0, 2.0, 9.0, 3.0]

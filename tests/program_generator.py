@@ -1,0 +1,251 @@
+"""Random sequence programs for property tests (tests/test_generated_programs.py) and
+the long run in tools/fuzz_programs.py.
+
+A program is a chain of sequence ops over a float input x [N, M] (dims symbolic in the
+model, concrete in the feeds) with run-time positions and split sizes as model inputs,
+segments wrapped in Loops (appends, erases) and Ifs (branches of different lengths), and
+outputs read back through SequenceAt / SequenceLength / ConcatFromSequence or returned
+as a sequence (the ABI). The generator executes the program on concrete sizes as it
+draws, so every position it feeds is valid and the original model runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+IR_FOR_OPSET = {13: 7, 17: 8, 18: 8, 26: 13}
+
+
+@dataclass
+class _State:
+    """What the generator knows while drawing: the concrete element shapes of the
+    current sequence value and the model being assembled."""
+
+    family: str  # "rows": elements [r, M], concat axis 0; "cols": [N, c], concat axis 1
+    n_rows: int
+    m_cols: int
+    shapes: list[tuple[int, int]]
+    seq: str
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    inputs: list[onnx.ValueInfoProto] = field(default_factory=list)
+    outputs: list[onnx.ValueInfoProto] = field(default_factory=list)
+    feeds: dict[str, Any] = field(default_factory=dict)
+    inits: list[onnx.TensorProto] = field(default_factory=list)
+    counter: int = 0
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"{base}{self.counter}"
+
+    def runtime_int(self, value: int) -> str:
+        name = self.fresh("p")
+        self.inputs.append(helper.make_tensor_value_info(name, INT64, []))
+        self.feeds[name] = np.array(value, dtype=np.int64)
+        return name
+
+    def x_shape(self) -> tuple[int, int]:
+        return (self.n_rows, self.m_cols)
+
+
+def _x(state: _State) -> np.ndarray:
+    return (np.arange(state.n_rows * state.m_cols, dtype=np.float32).reshape(state.n_rows, state.m_cols) + 1)
+
+
+def generate(draw: Any) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """A random program and its feeds; ``draw(kind, *args)`` supplies the choices:
+    draw("int", lo, hi) or draw("choice", options)."""
+    opset = draw("choice", [13, 17, 18, 26])
+    n_rows, m_cols = draw("int", 0, 4), draw("int", 1, 3)
+    family = draw("choice", ["rows", "cols"])
+    st = _State(family, n_rows, m_cols, [], "")
+    st.inputs.append(helper.make_tensor_value_info("x", FLOAT, ["N", "M"]))
+    st.feeds["x"] = _x(st)
+    _start(st, draw)
+    for _ in range(draw("int", 1, 5)):
+        step = draw("choice", ["insert", "erase", "at", "length", "loop", "if"])
+        globals()[f"_{step}"](st, draw, opset)
+    _finish(st, draw)
+    g = helper.make_graph(st.nodes, "generated", st.inputs, st.outputs, initializer=st.inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_FOR_OPSET[opset])
+    onnx.checker.check_model(m, full_check=True)
+    return m, st.feeds
+
+
+def _start(st: _State, draw: Any) -> None:
+    out = st.fresh("s")
+    n, m = st.x_shape()
+    how = draw("choice", ["split1", "split_sizes", "construct", "empty"] + (["split_k"] if st.family == "cols" else []))
+    axis = 0 if st.family == "rows" else 1
+    dim = n if axis == 0 else m
+    if how == "split1":
+        st.nodes.append(helper.make_node("SplitToSequence", ["x"], [out], axis=axis))
+        st.shapes = [(1, m) if axis == 0 else (n, 1)] * dim
+    elif how == "split_k":
+        k = draw("int", 1, 3)
+        name = st.runtime_int(k)
+        st.nodes.append(helper.make_node("SplitToSequence", ["x", name], [out], axis=axis))
+        sizes = [k] * (dim // k) + ([dim % k] if dim % k else [])
+        st.shapes = [(n, c) for c in sizes]
+    elif how == "split_sizes":
+        parts = draw("int", 1, 3)
+        cuts = sorted(draw("int", 0, dim) for _ in range(parts - 1))
+        sizes = [b - a for a, b in zip([0, *cuts], [*cuts, dim])]
+        name = st.fresh("sizes")
+        st.inputs.append(helper.make_tensor_value_info(name, INT64, ["K"]))
+        st.feeds[name] = np.array(sizes, dtype=np.int64)
+        st.nodes.append(helper.make_node("SplitToSequence", ["x", name], [out], axis=axis))
+        st.shapes = [(s, m) if axis == 0 else (n, s) for s in sizes]
+    elif how == "construct":
+        st.nodes.append(helper.make_node("SequenceConstruct", ["x", "x"], [out]))
+        st.shapes = [(n, m), (n, m)]
+    else:
+        st.nodes.append(helper.make_node("SequenceEmpty", [], [out], dtype=FLOAT))
+        st.shapes = []
+    st.seq = out
+
+
+def _insert(st: _State, draw: Any, opset: int) -> None:
+    out = st.fresh("s")
+    k = len(st.shapes)
+    if draw("choice", [True, False]):
+        p = draw("int", -k, k)
+        st.nodes.append(helper.make_node("SequenceInsert", [st.seq, "x", st.runtime_int(p)], [out]))
+        st.shapes.insert(p + k if p < 0 else p, st.x_shape())
+    else:
+        st.nodes.append(helper.make_node("SequenceInsert", [st.seq, "x"], [out]))
+        st.shapes.append(st.x_shape())
+    st.seq = out
+
+
+def _erase(st: _State, draw: Any, opset: int) -> None:
+    k = len(st.shapes)
+    if not k:
+        return _insert(st, draw, opset)
+    out = st.fresh("s")
+    if draw("choice", [True, False]):
+        p = draw("int", -k, k - 1)
+        st.nodes.append(helper.make_node("SequenceErase", [st.seq, st.runtime_int(p)], [out]))
+        del st.shapes[p]
+    else:
+        st.nodes.append(helper.make_node("SequenceErase", [st.seq], [out]))
+        st.shapes.pop()
+    st.seq = out
+
+
+def _at(st: _State, draw: Any, opset: int) -> None:
+    k = len(st.shapes)
+    if not k:
+        return _insert(st, draw, opset)
+    p = draw("int", -k, k - 1)
+    out = st.fresh("at")
+    st.nodes.append(helper.make_node("SequenceAt", [st.seq, st.runtime_int(p)], [out]))
+    st.outputs.append(helper.make_tensor_value_info(out, FLOAT, [None, None]))
+
+
+def _length(st: _State, draw: Any, opset: int) -> None:
+    out = st.fresh("len")
+    st.nodes.append(helper.make_node("SequenceLength", [st.seq], [out]))
+    st.outputs.append(helper.make_tensor_value_info(out, INT64, []))
+
+
+def _loop(st: _State, draw: Any, opset: int) -> None:
+    """A loop over a run-time trip count: append x (every step or on even steps), or
+    erase the first element; a scan output reads the carried length."""
+    k = len(st.shapes)
+    kind = draw("choice", ["append", "append_even", "erase"] if k else ["append", "append_even"])
+    trips = draw("int", 0, k if kind == "erase" else 3)
+    i, c, s_in = st.fresh("i"), st.fresh("c"), st.fresh("carried")
+    s_out, n_out, c_out = st.fresh("carried_out"), st.fresh("n"), st.fresh("c_out")
+    nodes = [helper.make_node("Identity", [c], [c_out])]
+    if kind == "append":
+        nodes.append(helper.make_node("SequenceInsert", [s_in, "x"], [s_out]))
+    elif kind == "erase":
+        zero = st.fresh("zero")
+        st.inits.append(onnx.numpy_helper.from_array(np.array(0, np.int64), zero))
+        nodes.append(helper.make_node("SequenceErase", [s_in, zero], [s_out]))
+    else:
+        two, zero_i, rem, even = st.fresh("two"), st.fresh("zero"), st.fresh("rem"), st.fresh("even")
+        st.inits += [onnx.numpy_helper.from_array(np.array(2, np.int64), two), onnx.numpy_helper.from_array(np.array(0, np.int64), zero_i)]
+        then_out, else_out, pos = st.fresh("then"), st.fresh("else"), st.fresh("pos")
+        st.inits.append(onnx.numpy_helper.from_array(np.array(0, np.int64), pos))
+        nodes += [
+            helper.make_node("Mod", [i, two], [rem]),
+            helper.make_node("Equal", [rem, zero_i], [even]),
+            helper.make_node(
+                "If", [even], [s_out],
+                then_branch=helper.make_graph([helper.make_node("SequenceInsert", [s_in, "x"], [then_out])], "then", [],
+                                              [helper.make_tensor_sequence_value_info(then_out, FLOAT, None)]),
+                # The else branch must still produce a sequence: insert then erase (a no-op).
+                else_branch=helper.make_graph(
+                    [helper.make_node("SequenceInsert", [s_in, "x", pos], [else_out + "_tmp"]),
+                     helper.make_node("SequenceErase", [else_out + "_tmp", pos], [else_out])],
+                    "else", [], [helper.make_tensor_sequence_value_info(else_out, FLOAT, None)]),
+            ),
+        ]
+    nodes.append(helper.make_node("SequenceLength", [s_out], [n_out]))
+    body = helper.make_graph(
+        nodes, st.fresh("body"),
+        [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),
+         helper.make_tensor_sequence_value_info(s_in, FLOAT, None)],
+        [helper.make_tensor_value_info(c_out, BOOL, []), helper.make_tensor_sequence_value_info(s_out, FLOAT, None),
+         helper.make_tensor_value_info(n_out, INT64, [])],
+    )
+    out, lens = st.fresh("s"), st.fresh("lens")
+    st.nodes.append(helper.make_node("Loop", [st.runtime_int(trips), "", st.seq], [out, lens], body=body))
+    st.outputs.append(helper.make_tensor_value_info(lens, INT64, [None]))
+    for step in range(trips):
+        if kind == "append" or (kind == "append_even" and step % 2 == 0):
+            st.shapes.append(st.x_shape())
+        elif kind == "erase":
+            del st.shapes[0]
+    st.seq = out
+
+
+def _if(st: _State, draw: Any, opset: int) -> None:
+    """Branches of different lengths: insert at a run-time position vs. erase/keep."""
+    k = len(st.shapes)
+    cond = draw("choice", [True, False])
+    c = st.fresh("cond")
+    st.inputs.append(helper.make_tensor_value_info(c, BOOL, []))
+    st.feeds[c] = np.array(cond)
+    p = draw("int", -k, k)
+    pos = st.runtime_int(p)
+    then_out, else_out = st.fresh("then"), st.fresh("else")
+    then_g = helper.make_graph([helper.make_node("SequenceInsert", [st.seq, "x", pos], [then_out])], "then", [],
+                               [helper.make_tensor_sequence_value_info(then_out, FLOAT, None)])
+    if k:
+        else_g = helper.make_graph([helper.make_node("SequenceErase", [st.seq], [else_out])], "else", [],
+                                   [helper.make_tensor_sequence_value_info(else_out, FLOAT, None)])
+    else:
+        else_g = helper.make_graph([helper.make_node("SequenceInsert", [st.seq, "x"], [else_out])], "else", [],
+                                   [helper.make_tensor_sequence_value_info(else_out, FLOAT, None)])
+    out = st.fresh("s")
+    st.nodes.append(helper.make_node("If", [c], [out], then_branch=then_g, else_branch=else_g))
+    if cond:
+        st.shapes.insert(p + k if p < 0 else p, st.x_shape())
+    elif k:
+        st.shapes.pop()
+    else:
+        st.shapes.append(st.x_shape())
+    st.seq = out
+
+
+def _finish(st: _State, draw: Any) -> None:
+    _length(st, draw, 0)
+    if st.shapes:
+        out = st.fresh("cat")
+        axis = 0 if st.family == "rows" else 1
+        stack = all(s == st.shapes[0] for s in st.shapes) and draw("choice", [True, False])
+        if stack:
+            st.nodes.append(helper.make_node("ConcatFromSequence", [st.seq], [out], axis=draw("int", -3, 2), new_axis=1))
+        else:
+            st.nodes.append(helper.make_node("ConcatFromSequence", [st.seq], [out], axis=axis))
+        st.outputs.append(helper.make_tensor_value_info(out, FLOAT, [None] * (3 if stack else 2)))
+    if draw("choice", [True, False]):
+        st.outputs.append(helper.make_tensor_sequence_value_info(st.seq, FLOAT, None))
