@@ -1,9 +1,11 @@
 """Plumbing shared by the passes: walking graphs with their opset, replacing a node's
-tensor output while keeping graph-output names, and recording rewrites."""
+tensor output while keeping graph-output names, rebuilding an If/Loop whose signature
+changes, writing the ABI mapping, and recording rewrites."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import onnx_ir as ir
@@ -12,13 +14,19 @@ from onnx_ir import _cloner
 from seqlower.analysis import graph_label, node_label
 from seqlower.builder import Builder, NameAuthority, default_opset
 
-__all__ = ["Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "REPORT_KEY", "NOTES_KEY"]
+__all__ = [
+    "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
+    "take_over", "write_abi", "REPORT_KEY", "NOTES_KEY", "ABI_KEY",
+]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
 # pipeline can report them; onnx_ir's meta is never serialized.
 REPORT_KEY = "seqlower.rewrites"
 # Notes for the report (a list of strings), e.g. declared shapes a policy corrected.
 NOTES_KEY = "seqlower.notes"
+# The model-boundary mapping in metadata_props (README, "The model-boundary ABI"). The
+# executor reads it with its own code: the judge shares nothing with the lowering.
+ABI_KEY = "seqlower.abi"
 
 
 @dataclass
@@ -125,3 +133,57 @@ def _rename(node: ir.Node, names: NameAuthority, i: int | str) -> None:
                     v.name = names.fresh(f"{name}_{i}")
                     g.register_initializer(v)
                 stack.extend(g)
+
+
+def returned_by(graph: ir.Graph, values: Sequence[ir.Value], names: NameAuthority, opset: int) -> list[ir.Value]:
+    """``values`` as outputs ``graph`` itself produces, each once: an outer value, an
+    input or a repeat goes through an Identity."""
+    b = Builder(graph, None, opset, names, main_graph=False)
+    seen: set[ir.Value] = set()
+    out = []
+    for v in values:
+        p = v.producer()
+        if v in seen or p is None or p.graph is not graph:
+            v = b.identity(v, f"{v.name or 'out'}_ret")
+        seen.add(v)
+        out.append(v)
+    return out
+
+
+def rebuild_node(
+    node: ir.Node, inputs: Sequence[ir.Value | None], protos: Sequence[tuple[str | None, ir.TypeProtocol | None, ir.Shape | None]]
+) -> ir.Node:
+    """A copy of ``node`` (an If or Loop whose signature a lowering changes) before it,
+    with new inputs and outputs named and typed by ``protos``; old outputs whose names
+    the new ones take give them up, and the subgraphs move to the copy."""
+    taken = {name for name, _, _ in protos}
+    for out in node.outputs:
+        if out.name in taken:
+            out.name = None
+    new = ir.Node(node.domain, node.op_type, list(inputs), list(node.attributes.values()), num_outputs=len(protos), name=node.name)
+    node.name = None
+    assert node.graph is not None
+    node.graph.insert_before(node, new)
+    for nv, (name, t, shape) in zip(new.outputs, protos):
+        nv.name, nv.type, nv.shape = name, t, shape
+    for key in [k for k, a in node.attributes.items() if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)]:
+        node.attributes.pop(key)
+    return new
+
+
+def take_over(old: ir.Value, new: ir.Value, graph: ir.Graph | ir.Function) -> None:
+    """``new`` (which already has ``old``'s name) replaces ``old`` everywhere, as a
+    graph output too."""
+    outputs = graph.outputs
+    for i, v in enumerate(outputs):
+        if v is old:
+            outputs[i] = new
+    ir.convenience.replace_all_uses_with(old, new)
+
+
+def write_abi(model: ir.Model, key: str, entries: list[dict]) -> None:
+    """Append ABI entries (``key``: inputs or outputs) to the model's mapping."""
+    props = model.metadata_props
+    doc = json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
+    doc.setdefault(key, []).extend(entries)
+    props[ABI_KEY] = json.dumps(doc, sort_keys=True)

@@ -33,7 +33,6 @@ a non-zero shape and slicing back, so no element shape is ever misread.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 
@@ -41,15 +40,27 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.lower_optionals import OPTIONAL_SEQUENCES_KEY
-from passes._rewrite import REPORT_KEY, Scope, inline_graph, replace_output, rewrite_record, subgraph_scopes, walk_scopes
-from seqlower.analysis import Analysis, analyze, dynamic_split_squeezes, is_default_domain, node_label
+from passes._rewrite import (
+    REPORT_KEY,
+    Scope,
+    inline_graph,
+    rebuild_node,
+    replace_output,
+    returned_by,
+    rewrite_record,
+    subgraph_scopes,
+    take_over,
+    walk_scopes,
+    write_abi,
+)
+from seqlower.analysis import Analysis, analyze, dynamic_split_squeezes, is_default_domain, node_label, shape_json
 from seqlower.builder import Builder, NameAuthority
+from seqlower.errors import ModelError
 
-__all__ = ["LowerFlatSequencesPass", "ABI_KEY"]
+__all__ = ["LowerFlatSequencesPass"]
 
 logger = logging.getLogger(__name__)
 
-ABI_KEY = "seqlower.abi"
 INT64 = ir.DataType.INT64
 _MAX = np.iinfo(np.int64).max
 
@@ -163,29 +174,29 @@ class _Lowerer:
         sequence is made (so a Loop body reading an outer sequence does not redo it)."""
         if key in fs.derived:
             return fs.derived[key]
+        dims = self.derive(fs, "dims") if key in ("count", "count1") else None
         o = self._derived_ops(fs)
         base = fs.shapes.name or "seq"
         if key == "bounds":
             sizes = o.b.reduce("ReduceProd", fs.shapes, [1], f"{base}_sizes", keepdims=False)
             ends = o.op("CumSum", [sizes, o.scalar(0)], f"{base}_ends")
             v = o.concat([o.ints([0]), ends], 0, f"{base}_bounds")
+        elif key == "dims":
+            v = o.shape(fs.shapes, f"{base}_dims")
         elif key == "count1":
-            v = o.slice(o.shape(fs.shapes, f"{base}_dims"), o.ints([0]), o.ints([1]), [0], f"{base}_count1")
+            v = o.slice(dims, o.ints([0]), o.ints([1]), [0], f"{base}_count1")
         else:
-            v = o.op("Gather", [o.shape(fs.shapes, f"{base}_dims"), o.scalar(0)], f"{base}_count", shape=[])
+            v = o.op("Gather", [dims, o.scalar(0)], f"{base}_count", shape=[])
         fs.derived[key] = v
-        if o.b.after is not None:
-            fs.after = o.b.after  # later derived values go after these
+        if o.b.nodes:
+            fs.after = o.b.nodes[-1]  # later derived values (which may read these) go after
         return v
 
     # -- elements ----------------------------------------------------------------------
 
     def element(self, fs: FlatSeq, p: ir.Value, o: Ops, name: str, shape_hint: ir.Shape | None = None) -> ir.Value:
         """Element ``p`` (a normalised int64 scalar) of ``fs``."""
-        bounds = self.derive(fs, "bounds")
-        p1 = o.reshape(p, o.ints([1]), f"{name}_pos1")
-        start = o.op("Gather", [bounds, p1], f"{name}_start")
-        end = o.op("Gather", [bounds, o.op("Add", [p1, o.ints([1])], f"{name}_pos1_next")], f"{name}_end")
+        p1, _, start, end = self.span(fs, p, o, name)
         flat = o.slice(fs.values, start, end, [0], f"{name}_flat")
         shape = o.op("Gather", [fs.shapes, p], f"{name}_shape", shape=[fs.width])
         rank: int | None = fs.width
@@ -193,6 +204,16 @@ class _Lowerer:
             shape = o.slice(shape, o.ints([0]), o.op("Gather", [fs.ranks, p1], f"{name}_rank"), [0], f"{name}_shape_ranked")
             rank = None
         return o.reshape_exact(flat, shape, rank, name, fs.dtype, shape_hint)
+
+    def span(self, fs: FlatSeq, p: ir.Value, o: Ops, name: str) -> tuple[ir.Value, ...]:
+        """For element ``p`` (a normalised int64 scalar): ``p`` and ``p + 1`` as [1]
+        tensors, and where its values start and end."""
+        bounds = self.derive(fs, "bounds")
+        p1 = o.reshape(p, o.ints([1]), f"{name}_pos1")
+        next1 = o.op("Add", [p1, o.ints([1])], f"{name}_next1")
+        start = o.op("Gather", [bounds, p1], f"{name}_start")
+        end = o.op("Gather", [bounds, next1], f"{name}_end")
+        return p1, next1, start, end
 
     def normalise(self, fs: FlatSeq, p: ir.Value, o: Ops, name: str, default: str) -> ir.Value:
         """A position input (int32/int64, scalar or [1], negatives from the end) as a
@@ -206,15 +227,19 @@ class _Lowerer:
         neg = o.op("Less", [p, o.scalar(0)], f"{name}_neg", dtype=ir.DataType.BOOL)
         return o.op("Where", [neg, o.op("Add", [p, n], f"{name}_wrapped"), p], f"{name}_norm", dtype=INT64, shape=[])
 
-    def row(self, t: ir.Value, fs_width: int, o: Ops, name: str) -> tuple[ir.Value, int]:
-        """A tensor's shape as a [1, W] row of a shapes tensor (padded with 1), and its rank."""
-        shape = t.shape
-        assert shape is not None, f"rank of {t.name} must be known"
-        r = shape.rank()
+    @staticmethod
+    def padded_dims(t: ir.Value, rank: int, width: int, o: Ops, name: str) -> ir.Value:
+        """A tensor's shape padded with 1 to ``width`` entries: one row of a shapes tensor."""
         s = o.shape(t, f"{name}_dims")
-        if fs_width > r:
-            s = o.concat([s, o.ints([1] * (fs_width - r))], 0, f"{name}_dims_padded")
-        return o.unsqueeze(s, [0], f"{name}_row"), r
+        if width > rank:
+            s = o.concat([s, o.ints([1] * (width - rank))], 0, f"{name}_dims_padded")
+        return s
+
+    def row(self, t: ir.Value, width: int, o: Ops, name: str) -> tuple[ir.Value, int]:
+        """A tensor's shape as a [1, W] row of a shapes tensor, and its rank."""
+        assert t.shape is not None, f"rank of {t.name} must be known"
+        r = t.shape.rank()
+        return o.unsqueeze(self.padded_dims(t, r, width, o, name), [0], f"{name}_row"), r
 
     def output(self, old: ir.Value, new: ir.Value, node: ir.Node, scope: Scope) -> None:
         replace_output(old, new, scope, self.names, node, owned=True)
@@ -257,7 +282,7 @@ class _Lowerer:
         if entries:
             graph.inputs.clear()
             graph.inputs.extend(new_inputs)
-            self._write_abi("inputs", entries)
+            write_abi(self.model, "inputs", entries)
 
     def pad_mask(self, ranks: ir.Value, width: int | None, o: Ops, base: str, shapes: ir.Value | None = None) -> ir.Value:
         if width is None:
@@ -300,7 +325,7 @@ class _Lowerer:
         if entries:
             graph.outputs.clear()
             graph.outputs.extend(new_outputs)
-            self._write_abi("outputs", entries)
+            write_abi(self.model, "outputs", entries)
 
     def _optional_wrap(self, entry: dict) -> dict:
         """An optional sequence's payload (see lower_optionals) joins its present flag."""
@@ -310,19 +335,13 @@ class _Lowerer:
             entry["tensors"]["present"] = present
         return entry
 
-    def _write_abi(self, key: str, entries: list[dict]) -> None:
-        props = self.model.metadata_props
-        doc = json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
-        doc.setdefault(key, []).extend(entries)
-        props[ABI_KEY] = json.dumps(doc, sort_keys=True)
-
 
 def _abi_entry(v: ir.Value, dtype: ir.DataType, width: int, ranked: bool, tensors: dict[str, str], name: str | None = None) -> dict:
     shape = v.shape  # onnx_ir keeps a sequence's element shape on the value
     if ranked:
         dims = None
     elif shape is not None and shape.rank() == width:
-        dims = [d if isinstance(d, int) else (str(d) if d is not None and str(d) != "None" else None) for d in shape.dims]
+        dims = shape_json(shape)
     else:
         dims = [None] * width
     return {"name": name or v.name, "kind": "sequence", "elem_type": dtype.name, "elem_shape": dims, "width": width, "tensors": tensors}
@@ -369,14 +388,8 @@ class Ops:
     def identity(self, x: ir.Value, name: str) -> ir.Value:
         return self.b.identity(x, name)
 
-    def fill(self, dtype: ir.DataType) -> ir.Value:
-        np_dtype = dtype.numpy()
-        value = np.array([""], dtype=object) if dtype == ir.DataType.STRING else np.zeros(1, dtype=np_dtype)
-        return self.b.constant(value, "fill")
-
-    def empty(self, dtype: ir.DataType, shape: tuple[int, ...]) -> ir.Value:
-        value = np.zeros(shape, dtype=object) if dtype == ir.DataType.STRING else np.zeros(shape, dtype=dtype.numpy())
-        return self.b.constant(value, "empty")
+    def empty(self, dtype: ir.DataType) -> ir.Value:
+        return self.b.zeros(dtype, (0,), "empty")
 
     def reshape_exact(self, flat: ir.Value, shape: ir.Value, rank: int | None, name: str, dtype: ir.DataType, hint: ir.Shape | None = None) -> ir.Value:
         """Reshape where a 0 in ``shape`` means 0 (allowzero), at every opset."""
@@ -391,7 +404,7 @@ class Ops:
         safe = self.op("Where", [zero, self.scalar(1), shape], f"{name}_safe", dtype=INT64)
         need = self.b.reduce("ReduceProd", safe, None, f"{name}_need", keepdims=True)
         have = self.shape(flat, f"{name}_have")
-        pad = self.op("Expand", [self.fill(dtype), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")
+        pad = self.op("Expand", [self.b.zeros(dtype, (1,), "fill"), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")
         full = self.op("Reshape", [self.concat([flat, pad], 0, f"{name}_padded"), safe], f"{name}_full")
         if rank is None:
             axes = self.op("Range", [self.scalar(0), self.op("Size", [shape], f"{name}_rank", dtype=INT64), self.scalar(1)], f"{name}_axes")
@@ -453,7 +466,7 @@ def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     width, ranked = lw.layout(out)
     dtype = ir.DataType(_attr(node, "dtype", ir.DataType.FLOAT.value))
-    values = o.empty(dtype, (0,))
+    values = o.empty(dtype)
     shapes = o.b.constant(np.zeros((0, width), dtype=np.int64), f"{out.name}_rows")
     ranks = o.b.constant(np.zeros(0, dtype=np.int64), f"{out.name}_rank_list") if ranked else None
     lw.make(out, values, shapes, ranks, o, dtype)
@@ -487,10 +500,11 @@ def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "same tensors"
 
 
-def _head_tail(x: ir.Value, cut: ir.Value, o: Ops, name: str) -> tuple[ir.Value, ir.Value]:
-    head = o.slice(x, o.ints([0]), cut, [0], f"{name}_head")
-    tail = o.slice(x, cut, o.ints([_MAX]), [0], f"{name}_tail")
-    return head, tail
+def _splice(x: ir.Value, start: ir.Value, stop: ir.Value, middle: ir.Value | None, o: Ops, name: str) -> ir.Value:
+    """``x[:start] ++ middle ++ x[stop:]`` along axis 0 (start, stop: [1]-shaped)."""
+    head = o.slice(x, o.ints([0]), start, [0], f"{name}_head")
+    tail = o.slice(x, stop, o.ints([_MAX]), [0], f"{name}_tail")
+    return o.concat([head, *([middle] if middle is not None else []), tail], 0, name)
 
 
 def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
@@ -511,14 +525,9 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     p = lw.normalise(fs, pos, o, f"{base}_pos", "n")
     p1 = o.reshape(p, o.ints([1]), f"{base}_pos1")
     off = o.op("Gather", [lw.derive(fs, "bounds"), p1], f"{base}_offset")
-    vh, vt = _head_tail(fs.values, off, o, f"{base}_flat")
-    sh, st = _head_tail(fs.shapes, p1, o, f"{base}_rows")
-    values = o.concat([vh, flat_t, vt], 0, f"{base}_flat")
-    shapes = o.concat([sh, row, st], 0, f"{base}_rows")
-    ranks = None
-    if fs.ranks is not None:
-        rh, rt = _head_tail(fs.ranks, p1, o, f"{base}_rank_list")
-        ranks = o.concat([rh, rank_t, rt], 0, f"{base}_rank_list")
+    values = _splice(fs.values, off, off, flat_t, o, f"{base}_flat")
+    shapes = _splice(fs.shapes, p1, p1, row, o, f"{base}_rows")
+    ranks = _splice(fs.ranks, p1, p1, rank_t, o, f"{base}_rank_list") if fs.ranks is not None else None
     lw.make(out, values, shapes, ranks, o, fs.dtype)
     return "Slice + Concat"
 
@@ -529,20 +538,10 @@ def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     base = out.name or "seq"
     pos = node.inputs[1] if len(node.inputs) > 1 else None
     p = lw.normalise(fs, pos, o, f"{base}_pos", "last")
-    p1 = o.reshape(p, o.ints([1]), f"{base}_pos1")
-    next1 = o.op("Add", [p1, o.ints([1])], f"{base}_next1")
-    bounds = lw.derive(fs, "bounds")
-    start = o.op("Gather", [bounds, p1], f"{base}_start")
-    end = o.op("Gather", [bounds, next1], f"{base}_end")
-
-    def cut(x: ir.Value, a: ir.Value, b: ir.Value, key: str) -> ir.Value:
-        head = o.slice(x, o.ints([0]), a, [0], f"{base}_{key}_head")
-        tail = o.slice(x, b, o.ints([_MAX]), [0], f"{base}_{key}_tail")
-        return o.concat([head, tail], 0, f"{base}_{key}")
-
-    values = cut(fs.values, start, end, "values")
-    shapes = cut(fs.shapes, p1, next1, "shapes")
-    ranks = cut(fs.ranks, p1, next1, "ranks") if fs.ranks is not None else None
+    p1, next1, start, end = lw.span(fs, p, o, base)
+    values = _splice(fs.values, start, end, None, o, f"{base}_flat")
+    shapes = _splice(fs.shapes, p1, next1, None, o, f"{base}_rows")
+    ranks = _splice(fs.ranks, p1, next1, None, o, f"{base}_rank_list") if fs.ranks is not None else None
     lw.make(out, values, shapes, ranks, o, fs.dtype)
     return "Slice + Concat"
 
@@ -673,8 +672,6 @@ def _split_rank(split: ir.Value) -> int:
 
 
 def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    from seqlower.errors import ModelError
-
     fs = lw.seq(node.inputs[0])
     out = node.outputs[0]
     base = out.name or "concat"
@@ -720,15 +717,6 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> 
     return how
 
 
-def _returned(v: ir.Value, g: ir.Graph, seen: set[ir.Value], names: NameAuthority, opset: int, name: str) -> ir.Value:
-    """``v`` as a value ``g`` itself produces, once (Identity otherwise)."""
-    p = v.producer()
-    if v in seen or p is None or p.graph is not g:
-        v = Builder(g, None, opset, names, main_graph=False).identity(v, name)
-    seen.add(v)
-    return v
-
-
 def _seq_tensors(fs: FlatSeq) -> list[ir.Value]:
     return [fs.values, fs.shapes] + ([fs.ranks] if fs.ranks is not None else [])
 
@@ -743,39 +731,22 @@ def _typed_like(fs_dtype: ir.DataType, width: int, name: str, names: NameAuthori
     return out
 
 
-def _rebuild(node: ir.Node, inputs: list[ir.Value | None], protos: list[ir.Value], o: Ops) -> ir.Node:
-    """A copy of ``node`` with new inputs and outputs named and typed like ``protos``
-    (the old outputs give up their names); the subgraphs move to it."""
-    taken = {p.name for p in protos}
-    for out in node.outputs:
-        if out.name in taken:
-            out.name = None
-    new = ir.Node(node.domain, node.op_type, inputs, list(node.attributes.values()), num_outputs=len(protos), name=node.name)
-    node.name = None
-    o.b.graph.insert_before(node, new)
-    for nv, proto in zip(new.outputs, protos):
-        nv.type, nv.shape = proto.type, proto.shape
-        nv.name = proto.name
-    for key in [k for k, a in node.attributes.items() if a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)]:
-        node.attributes.pop(key)
-    return new
+Proto = tuple[str | None, ir.TypeProtocol | None, ir.Shape | None]
 
 
-def _take_over(old: ir.Value, new: ir.Value, scope: Scope) -> None:
-    """``new`` (which took ``old``'s name) replaces the tensor output ``old`` everywhere,
-    graph outputs included."""
-    outputs = scope.graph.outputs
-    for i, v in enumerate(outputs):
-        if v is old:
-            outputs[i] = new
-    ir.convenience.replace_all_uses_with(old, new)
+def _protos(values: list[ir.Value]) -> list[Proto]:
+    return [(v.name, v.type, v.shape) for v in values]
+
+
+def _proto_of(out: ir.Value | None, names: NameAuthority) -> Proto:
+    return (names.fresh("unused"), None, None) if out is None else (out.name, out.type, out.shape)
 
 
 def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
     for key, g in zip(("then_branch", "else_branch"), branches):
         lw.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
-    protos: list[ir.Value] = []
+    protos: list[Proto] = []
     per_branch: list[list[ir.Value]] = [[], []]
     spans: list[tuple[ir.Value, int, ir.DataType | None]] = []
     for k, out in enumerate(node.outputs):
@@ -783,7 +754,7 @@ def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         if lw.analysis.flat(out):
             width, ranked = lw.layout(out)
             fss = [lw.seq(g.outputs[k]) for g in branches]
-            protos += _typed_like(fss[0].dtype, width, out.name or "seq", lw.names, ranked)
+            protos += _protos(_typed_like(fss[0].dtype, width, out.name or "seq", lw.names, ranked))
             for side in (0, 1):
                 per_branch[side] += _seq_tensors(fss[side])
             spans.append((out, start, fss[0].dtype))
@@ -793,23 +764,26 @@ def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
                 per_branch[side].append(g.outputs[k])
             spans.append((out, start, None))
     for side, g in enumerate(branches):
-        seen: set[ir.Value] = set()
-        fixed = [_returned(v, g, seen, lw.names, scope.opset, f"{protos[i].name}_ret") for i, v in enumerate(per_branch[side])]
+        fixed = returned_by(g, per_branch[side], lw.names, scope.opset)
         g.outputs.clear()
         g.outputs.extend(fixed)
-    new = _rebuild(node, list(node.inputs), protos, o)
-    for out, start, dtype in spans:
-        if dtype is not None:
-            _register_outputs(lw, out, new, start, dtype, scope)
-        else:
-            _take_over(out, new.outputs[start], scope)
+    new = rebuild_node(node, list(node.inputs), protos)
+    _register_spans(lw, new, spans, scope)
     return "If returning the tensors"
 
 
-def _register_outputs(lw: _Lowerer, out: ir.Value, new: ir.Node, start: int, dtype: ir.DataType, scope: Scope) -> None:
-    width, ranked = lw.layout(out)
-    vals = new.outputs[start : start + (3 if ranked else 2)]
-    lw.seqs[out] = FlatSeq(vals[0], vals[1], vals[2] if ranked else None, dtype, width, scope.graph, new, scope.main, scope.opset)
+def _register_spans(lw: _Lowerer, new: ir.Node, spans: list[tuple[ir.Value | None, int, ir.DataType | None]], scope: Scope) -> None:
+    """The rebuilt node's outputs stand for the old ones: a Flat sequence's tensors from
+    ``start`` (``dtype`` given), or one tensor that takes the old output's place."""
+    for out, start, dtype in spans:
+        if out is None:
+            continue
+        if dtype is None:
+            take_over(out, new.outputs[start], scope.graph)
+            continue
+        width, ranked = lw.layout(out)
+        vals = new.outputs[start : start + (3 if ranked else 2)]
+        lw.seqs[out] = FlatSeq(vals[0], vals[1], vals[2] if ranked else None, dtype, width, scope.graph, new, scope.main, scope.opset)
 
 
 def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
@@ -838,12 +812,11 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         bo = body.outputs[1 + k]
         new_outputs += _seq_tensors(lw.seq(bo)) if flat_k[k] else [bo]
     new_outputs += list(body.outputs[1 + n_carried :])
-    seen: set[ir.Value] = set()
-    fixed = [_returned(v, body, seen, lw.names, scope.opset, f"{v.name or 'out'}_ret") for v in new_outputs]
+    fixed = returned_by(body, new_outputs, lw.names, scope.opset)
     body.outputs.clear()
     body.outputs.extend(fixed)
     inputs: list[ir.Value | None] = list(node.inputs[:2])
-    protos: list[ir.Value] = []
+    protos: list[Proto] = []
     spans: list[tuple[ir.Value | None, int, ir.DataType | None]] = []
     for k in range(n_carried):
         out = node.outputs[k] if k < len(node.outputs) else None
@@ -852,7 +825,7 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             init = lw.seq(carried[k])
             width, ranked = lw.layout(carried[k])
             inputs += _seq_tensors(init)
-            protos += _typed_like(init.dtype, width, (out.name if out is not None else None) or "carried", lw.names, ranked)
+            protos += _protos(_typed_like(init.dtype, width, (out.name if out is not None else None) or "carried", lw.names, ranked))
             spans.append((out, start, init.dtype))
         else:
             inputs.append(carried[k])
@@ -861,21 +834,9 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     for out in node.outputs[n_carried:]:
         spans.append((out, len(protos), None))
         protos.append(_proto_of(out, lw.names))
-    new = _rebuild(node, inputs, protos, o)
-    for out, start, dtype in spans:
-        if out is None:
-            continue
-        if dtype is not None:
-            _register_outputs(lw, out, new, start, dtype, scope)
-        else:
-            _take_over(out, new.outputs[start], scope)
+    new = rebuild_node(node, inputs, protos)
+    _register_spans(lw, new, spans, scope)
     return "Loop carrying the tensors"
-
-
-def _proto_of(out: ir.Value | None, names: NameAuthority) -> ir.Value:
-    if out is None:
-        return ir.Value(name=names.fresh("unused"))
-    return ir.Value(name=out.name, type=out.type, shape=out.shape)
 
 
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
@@ -890,7 +851,7 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     loop_body.inputs.extend([it, cond])
     bo_ops = Ops(Builder(loop_body, None, scope.opset, names, main_graph=False))
     value_map: dict[ir.Value, ir.Value | None] = {}
-    for j, (inp, bi) in enumerate(zip(node.inputs, body.inputs)):
+    for inp, bi in zip(node.inputs, body.inputs):
         if inp is not None and inp in lw.seqs:
             value_map[bi] = lw.element(lw.seq(inp), it, bo_ops, f"{bi.name or 'x'}_elem", None)
         else:
@@ -923,21 +884,13 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             acc = ir.Value(name=names.fresh(f"{name}_acc"), type=ir.TensorType(bo.dtype), shape=ir.Shape([None]))
             carried_in.append(acc)
             carried_out.append(bo_ops.concat([acc, flat_y], 0, f"{name}_acc_next"))
-            carried_init.append(o.empty(bo.dtype, (0,)))
-            row, _ = lw.row(y, width, bo_ops, f"{name}_y") if y.shape is not None else (None, r)
-            if row is None:
-                dims = bo_ops.shape(y, f"{name}_y_dims")
-                if width > r:
-                    dims = bo_ops.concat([dims, bo_ops.ints([1] * (width - r))], 0, f"{name}_y_padded")
-            else:
-                dims = bo_ops.reshape(row, bo_ops.ints([width]), f"{name}_y_dims")
+            carried_init.append(o.empty(bo.dtype))
+            dims = lw.padded_dims(y, r, width, bo_ops, f"{name}_y")
             dims.shape = ir.Shape([width])
             scan_out.append(dims)
             plans.append(("carried", k, width, ranked, r, None))
     loop_body.inputs.extend(carried_in)
-    seen: set[ir.Value] = set()
-    outs = [cond_out, *carried_out, *scan_out]
-    loop_body.outputs.extend(_returned(v, loop_body, seen, names, scope.opset, f"{v.name}_ret") for v in outs)
+    loop_body.outputs.extend(returned_by(loop_body, [cond_out, *carried_out, *scan_out], names, scope.opset))
     count = lw.derive(first, "count")
     loop = ir.Node("", "Loop", [count, None, *carried_init], [ir.AttrGraph("body", loop_body)], num_outputs=len(carried_out) + len(scan_out), name=names.fresh(f"{base}_loop"))
     o.b.graph.insert_before(node, loop)

@@ -19,18 +19,26 @@ optional is an error in the original, and the lowered model returns the placehol
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import REPORT_KEY, Scope, rewrite_record, subgraph_scopes, walk_scopes
-from seqlower.analysis import is_default_domain, node_label
+from passes._rewrite import (
+    REPORT_KEY,
+    Scope,
+    rebuild_node,
+    replace_output,
+    returned_by,
+    rewrite_record,
+    subgraph_scopes,
+    take_over,
+    walk_scopes,
+    write_abi,
+)
+from seqlower.analysis import is_default_domain, node_label, shape_json
 from seqlower.builder import Builder, NameAuthority
 
 __all__ = ["LowerOptionalsPass", "OPTIONAL_SEQUENCES_KEY"]
 
-ABI_KEY = "seqlower.abi"
 # model.meta: payload input/output name -> the ``present`` tensor's name, for sequence
 # payloads whose ABI entry the Flat lowering writes.
 OPTIONAL_SEQUENCES_KEY = "seqlower.optional_sequences"
@@ -92,12 +100,8 @@ class _Lowerer:
                 node.op_type in _OPS or any(_is_optional(v) for v in [*node.inputs, *node.outputs])
                 or (node.op_type == "Loop" and any(_is_optional(v) for v in node.attributes["body"].as_graph().inputs))
             )
-            if not touches:
-                for sub in subgraph_scopes(node, scope):
-                    self.graph(sub)
-                continue
-            rule = RULES.get(node.op_type)
-            if rule is None:
+            rule = RULES.get(node.op_type) if touches else None
+            if rule is None:  # bodies may still read optionals from outside
                 for sub in subgraph_scopes(node, scope):
                     self.graph(sub)
                 continue
@@ -118,9 +122,7 @@ class _Lowerer:
             out = node.outputs[0]
             out.type = ir.SequenceType(ir.TensorType(dtype))
             return out
-        dtype = t.dtype if t.dtype is not None else ir.DataType.FLOAT
-        value = np.zeros(0, dtype=object) if dtype == ir.DataType.STRING else np.zeros(0, dtype=dtype.numpy())
-        return b.constant(value, name)
+        return b.zeros(t.dtype if t.dtype is not None else ir.DataType.FLOAT, (0,), name)
 
     def flag(self, value: bool, b: Builder) -> ir.Value:
         return b.constant(np.array(value), "present" if value else "absent")
@@ -165,10 +167,8 @@ class _Lowerer:
             p = b.identity(present, f"{name}_present")
             inner = v.type.elem_type
             if isinstance(inner, ir.SequenceType):
-                node = b._emit("Identity", [payload], outputs=[name], node_name=f"{name}_identity")
-                out = node.outputs[0]
-                out.name = name
-                out.type, out.shape = inner, payload.shape
+                out = b.identity(payload, name)
+                out.name = name  # ``v`` gave it up above
                 self.model.meta.setdefault(OPTIONAL_SEQUENCES_KEY, {})[name] = p.name
             else:
                 out = b.identity(payload, f"{name}_value")
@@ -178,37 +178,19 @@ class _Lowerer:
             self.records.append({"op": "output", "node": f"model output '{name}'", "graph": "main", "into": "present + payload", "how": "ABI"})
         graph.outputs.clear()
         graph.outputs.extend(new_outputs)
-        if self.abi["inputs"] or self.abi["outputs"]:
-            props = self.model.metadata_props
-            doc = json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
-            for key in ("inputs", "outputs"):
-                doc.setdefault(key, []).extend(self.abi[key])
-            props[ABI_KEY] = json.dumps(doc, sort_keys=True)
+        for key in ("inputs", "outputs"):
+            if self.abi[key]:
+                write_abi(self.model, key, self.abi[key])
 
 
 def _tensor_entry(name: str, t: ir.TypeProtocol, shape: ir.Shape | None, present: str, value: str) -> dict:
-    dims = None if shape is None else [d if isinstance(d, int) else (str(d) if d is not None and str(d) != "None" else None) for d in shape.dims]
+    dims = shape_json(shape)
     dtype = t.dtype if t.dtype is not None else ir.DataType.FLOAT
     return {"name": name, "kind": "optional_tensor", "elem_type": dtype.name, "elem_shape": dims,
             "tensors": {"present": present, "value": value}}
 
 
 # -- rules --------------------------------------------------------------------------------
-
-
-def _replace(old: ir.Value, new: ir.Value, b: Builder, scope: Scope) -> None:
-    if old.is_graph_output():
-        name = old.name
-        old.name = None
-        target = b.identity(new, name or "out")
-        target.name = name
-        target.type, target.shape = old.type if not isinstance(old.type, ir.OptionalType) else new.type, new.shape
-        outputs = scope.graph.outputs
-        for i, v in enumerate(outputs):
-            if v is old:
-                outputs[i] = target
-        new = target
-    ir.convenience.replace_all_uses_with(old, new)
 
 
 def _optional(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
@@ -232,7 +214,7 @@ def _has_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
         flag = lw.pair(x)[0]
     else:
         flag = lw.flag(True, b)
-    _replace(node.outputs[0], b.identity(flag, f"{node.outputs[0].name or 'has'}_flag"), b, scope)
+    replace_output(node.outputs[0], flag, scope, lw.names, node, owned=False)
     return "present flag"
 
 
@@ -240,7 +222,7 @@ def _get_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     x = node.inputs[0]
     assert x is not None
     payload = lw.pair(x)[1] if _is_optional(x) else x
-    _replace(node.outputs[0], payload, b, scope)
+    replace_output(node.outputs[0], payload, scope, lw.names, node, owned=False)
     return "payload"
 
 
@@ -264,42 +246,16 @@ def _split_outputs(lw: _Lowerer, node: ir.Node, outs: list[ir.Value], inputs: li
             protos.append((lw.names.fresh(f"{v.name or 'opt'}_payload"), v.type.elem_type, v.shape))
         else:
             protos.append((v.name, v.type, v.shape))
-    for v in outs:
-        if not _is_optional(v):
-            v.name = None
-    new = ir.Node(node.domain, node.op_type, inputs, list(node.attributes.values()), num_outputs=len(protos), name=node.name)
-    node.name = None
-    scope.graph.insert_before(node, new)
-    for nv, (name, t, shape) in zip(new.outputs, protos):
-        nv.name, nv.type, nv.shape = name, t, shape
+    new = rebuild_node(node, inputs, protos)
     i = 0
     for v in outs:
         if _is_optional(v):
             lw.pairs[v] = (new.outputs[i], new.outputs[i + 1])
             i += 2
         else:
-            nv = new.outputs[i]
-            outputs = scope.graph.outputs
-            for k, o in enumerate(outputs):
-                if o is v:
-                    outputs[k] = nv
-            ir.convenience.replace_all_uses_with(v, nv)
+            take_over(v, new.outputs[i], scope.graph)
             i += 1
-    for key in [k for k, a in node.attributes.items() if a.type == ir.AttributeType.GRAPH]:
-        node.attributes.pop(key)
     return new
-
-
-def _returned(vals: list[ir.Value], g: ir.Graph, names: NameAuthority, opset: int) -> list[ir.Value]:
-    seen: set[ir.Value] = set()
-    out = []
-    for v in vals:
-        p = v.producer()
-        if v in seen or p is None or p.graph is not g:
-            v = Builder(g, None, opset, names, main_graph=False).identity(v, f"{v.name or 'out'}_ret")
-        seen.add(v)
-        out.append(v)
-    return out
 
 
 def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
@@ -314,7 +270,7 @@ def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
                 flat += list(_pair_of(lw, v, bb))
             else:
                 flat.append(v)
-        fixed = _returned(flat, g, lw.names, scope.opset)
+        fixed = returned_by(g, flat, lw.names, scope.opset)
         g.outputs.clear()
         g.outputs.extend(fixed)
     _split_outputs(lw, node, list(node.outputs), list(node.inputs), scope)
@@ -354,7 +310,7 @@ def _loop(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
         v = body.outputs[1 + k]
         flat += list(_pair_of(lw, v, bb)) if opt_k[k] else [v]
     flat += list(body.outputs[1 + n_carried :])
-    fixed = _returned(flat, body, lw.names, scope.opset)
+    fixed = returned_by(body, flat, lw.names, scope.opset)
     body.outputs.clear()
     body.outputs.extend(fixed)
     # Outputs: a carried optional's output is optional-typed or (opset 16's
@@ -368,7 +324,7 @@ def _loop(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
         v = outs[k]
         payload = lw.pairs[v][1]
         v.type = payload.type
-        _replace(v, payload, b, scope)
+        replace_output(v, payload, scope, lw.names, node, owned=False)
     return "Loop carrying present + payload"
 
 

@@ -34,7 +34,18 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import REPORT_KEY, Scope, inline_graph, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from passes._rewrite import (
+    REPORT_KEY,
+    Scope,
+    inline_graph,
+    rebuild_node,
+    replace_output,
+    returned_by,
+    rewrite_record,
+    subgraph_scopes,
+    take_over,
+    walk_scopes,
+)
 from seqlower.analysis import (
     Analysis,
     analyze,
@@ -366,52 +377,15 @@ def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
                 branch_outputs[side].append(g.outputs[k])
             spans.append((out, start, 1, False))
     for side, g in enumerate(branches):
-        bb = Builder(g, None, b.opset, lw.names, main_graph=False)
-        fixed: list[ir.Value] = []
-        seen: set[ir.Value] = set()
-        for v in branch_outputs[side]:
-            # A branch returns values it produces, each once.
-            producer = v.producer()
-            if v in seen or producer is None or producer.graph is not g:
-                v = bb.identity(v, f"{v.name or 'out'}_ret")
-            seen.add(v)
-            fixed.append(v)
+        fixed = returned_by(g, branch_outputs[side], lw.names, b.opset)
         g.outputs.clear()
         g.outputs.extend(fixed)
-    new_node = ir.Node(
-        node.domain,
-        "If",
-        list(node.inputs),
-        list(node.attributes.values()),
-        num_outputs=len(new_outputs),
-        name=node.name,
-    )
-    node.name = None
-    b.graph.insert_before(node, new_node)
+    new_node = rebuild_node(node, list(node.inputs), [(v.name, v.type, v.shape) for v in new_outputs])
     for (out, start, count, is_seq) in spans:
         if is_seq:
-            lw.elems[out] = []
-            for j in range(count):
-                nv = new_node.outputs[start + j]
-                proto = new_outputs[start + j]
-                nv.name, nv.type, nv.shape = proto.name, proto.type, proto.shape
-                lw.elems[out].append(Elem(nv, None, nv.shape, nv.dtype))
+            lw.elems[out] = [Elem(nv, None, nv.shape, nv.dtype) for nv in new_node.outputs[start : start + count]]
         else:
-            nv = new_node.outputs[start]
-            name = out.name
-            nv.type, nv.shape = out.type, out.shape
-            was_output = out.is_graph_output()
-            out.name = None
-            nv.name = name
-            if was_output:
-                outputs = scope.graph.outputs
-                for i, v in enumerate(outputs):
-                    if v is out:
-                        outputs[i] = nv
-            ir.convenience.replace_all_uses_with(out, nv)
-    # Detach the graphs from the old node so removing it cannot touch them.
-    for key in ("then_branch", "else_branch"):
-        node.attributes.pop(key)
+            take_over(out, new_node.outputs[start], scope.graph)
     return "one output per element"
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "const_array",
     "const_position",
     "split_sizes",
+    "shape_json",
     "Layout",
     "dynamic_split_squeezes",
     "LOWERABLE_OPS",
@@ -111,8 +112,8 @@ class SeqInfo:
             "dtype": self.dtype.name if self.dtype is not None else None,
             "rank": self.rank,
             "length": self.length,
-            "shapes": None if self.shapes is None else [_shape_json(s) for s in self.shapes],
-            "elem_shape": _shape_json(self.elem_shape),
+            "shapes": None if self.shapes is None else [shape_json(s) for s in self.shapes],
+            "elem_shape": shape_json(self.elem_shape),
             "uniform": self.uniform,
             "constant": self.all_const if self.length is not None else False,
         }
@@ -122,7 +123,7 @@ def _fully_known(shape: ir.Shape | None) -> bool:
     return shape is not None and all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value) for d in shape.dims)
 
 
-def _shape_json(shape: ir.Shape | None) -> list[Any] | None:
+def shape_json(shape: ir.Shape | None) -> list[Any] | None:
     if shape is None:
         return None
     return [d if isinstance(d, int) else (d.value if isinstance(d, ir.SymbolicDim) else None) for d in shape.dims]

@@ -277,7 +277,15 @@ class Builder:
 
     def identity(self, x: ir.Value, name: str) -> ir.Value:
         node = self._emit("Identity", [x], outputs=[name], node_name=f"{name}_identity")
-        return self._typed(node.outputs[0], x.dtype, x.shape)
+        out = node.outputs[0]
+        out.type, out.shape = x.type, x.shape  # a sequence stays a sequence
+        return out
+
+    def zeros(self, dtype: ir.DataType, shape: Sequence[int], name: str) -> ir.Value:
+        """A constant of zeros (empty strings for STRING) of any dtype."""
+        if dtype == ir.DataType.STRING:
+            return self.constant(np.full(tuple(shape), "", dtype=object), name)
+        return self.constant(np.zeros(tuple(shape), dtype=dtype.numpy()), name)
 
     def split(
         self, x: ir.Value, sizes: Sequence[int], axis: int, names: Sequence[str], node_name: str

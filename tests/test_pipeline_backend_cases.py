@@ -1,8 +1,8 @@
-"""The ONNX backend node cases that touch sequences, closed over their test data: every
-input becomes a constant (a sequence input becomes a SequenceConstruct of constants),
-and every sequence output is read back element by element (SequenceAt + SequenceLength).
-What is static then must lower to a tensor-only model whose outputs are the expected
-ones; the rest (loop-carried sequences, optionals: Stage 3) must stay valid and equal."""
+"""The ONNX backend node cases that touch sequences or optionals, two ways. Closed over
+their test data (every input a constant, a sequence input a SequenceConstruct of
+constants, every sequence output read back by SequenceAt + SequenceLength), and open
+(lists in and out through the ABI, every data set). Both must lower to tensor-only
+models whose outputs are the expected ones, on both backends."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from tests.conftest import sequence_backend_cases
 from tests.helpers import lower_checked
 
 CASES = sequence_backend_cases()
-# Static once closed, so Stage 2 must lower them completely.
-NOT_YET_STATIC: set[str] = set()  # every case lowers completely
 ORT_UNSUPPORTED = {"test_reversesequence_bfloat16"}
 
 
@@ -78,11 +76,8 @@ def test_closed_backend_case_lowers_and_matches_expected(case):
     # Closed over its data, the Unrolled lowering takes what is static; the rest goes Flat.
     m, feeds, expected = close(case)
     backends = ("reference",) if case.name in ORT_UNSUPPORTED else ("reference", "onnxruntime")
-    static = case.name not in NOT_YET_STATIC
-    low, report = lower_checked(m, backends=backends, inputs=[feeds], tensor_only=static)
-    if not static:
-        assert not report.tensor_only and all(r.get("reason") for r in report.remaining)
-    assert take_inventory(low).clean == static
+    low, _ = lower_checked(m, backends=backends, inputs=[feeds])
+    assert take_inventory(low).clean
     ex = Executor(low)
     result = ex.run(feeds)
     for port, want in zip(ex.outputs, expected):
@@ -95,9 +90,8 @@ def test_open_backend_case_lowers_through_the_abi(case):
     """The case as it is: sequence-typed inputs and outputs go through the ABI, every
     data set is fed as lists of arrays and the outputs compared as lists."""
     backends = ("reference",) if case.name in ORT_UNSUPPORTED else ("reference", "onnxruntime")
-    lowerable = case.name not in NOT_YET_STATIC
     datasets = [dict(zip([i.name for i in case.model.graph.input], inputs)) for inputs, _ in case.data_sets]
-    low, report = lower_checked(case.model, backends=(), tensor_only=lowerable)
+    low, _ = lower_checked(case.model, backends=())
     for backend in backends:
         ex = Executor(low, backend=backend)
         assert [p.name for p in ex.inputs] == [i.name for i in case.model.graph.input]

@@ -14,7 +14,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from seqlower.executor import read_abi
+from seqlower.errors import SeqlowerError
+from seqlower.executor import Executor, read_abi
 from seqlower.executor.verify import verify
 from tests.helpers import BOOL, FLOAT, INT32, INT64, STRING, body, const, model, seq, t, lower_checked, ops_of
 from tests.passes.patterns import IR_FOR_OPSET, OPSETS
@@ -354,6 +355,10 @@ def test_out_of_range_runtime_position_fails_in_both_models():
     p = sequence_io()
     m = build(p, 17)
     low, _ = lower_checked(m, inputs=p.feeds)
-    bad = [{"xs": [_x(1, 3)], "t": _x(1, 3), "p": np.array(5)}]
-    rep = verify(m, low, inputs=bad, backend="reference")
-    assert not rep.equivalent  # no sample the original accepts: nothing proven
+    bad = {"xs": [_x(1, 3)], "t": _x(1, 3), "p": np.array(5)}
+    for backend in ("reference", "onnxruntime"):
+        for which in (m, low):
+            with pytest.raises(SeqlowerError):
+                Executor(which, backend=backend).run(bad)
+    rep = verify(m, low, inputs=[bad], backend="reference")
+    assert not rep.equivalent and rep.compared == 0  # nothing the original accepts: nothing proven
