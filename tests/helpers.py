@@ -96,6 +96,12 @@ def lower_checked(
     for backend in backends:
         rep = verify(m, low, inputs=inputs, backend=backend, keepdims_policy=policy, dims=dims)
         assert rep.equivalent, (backend, rep.to_json())
+    if "onnxruntime" in backends:
+        # onnxruntime's graph optimizer can hide a malformed lowering (or break a good
+        # one); the lowered model must run on it with the optimizer off as well.
+        rep = verify(m, low, inputs=inputs, backend="reference", lowered_backend="onnxruntime",
+                     keepdims_policy=policy, dims=dims, ort_opt_level="disable")
+        assert rep.equivalent, ("onnxruntime, optimizations disabled", rep.to_json())
     return low, report
 
 

@@ -89,14 +89,16 @@ def test_closed_backend_case_lowers_and_matches_expected(case):
 def test_open_backend_case_lowers_through_the_abi(case):
     """The case as it is: sequence-typed inputs and outputs go through the ABI, every
     data set is fed as lists of arrays and the outputs compared as lists."""
-    backends = ("reference",) if case.name in ORT_UNSUPPORTED else ("reference", "onnxruntime")
+    runs = [("reference", "all")]
+    if case.name not in ORT_UNSUPPORTED:
+        runs += [("onnxruntime", "all"), ("onnxruntime", "disable")]
     datasets = [dict(zip([i.name for i in case.model.graph.input], inputs)) for inputs, _ in case.data_sets]
     low, _ = lower_checked(case.model, backends=())
-    for backend in backends:
-        ex = Executor(low, backend=backend)
+    for backend, level in runs:
+        ex = Executor(low, backend=backend, ort_opt_level=level)
         assert [p.name for p in ex.inputs] == [i.name for i in case.model.graph.input]
         for feeds, (_, expected) in zip(datasets, case.data_sets):
             result = ex.run(feeds)
             for port, want in zip(ex.outputs, expected):
                 rep = compare_values(port.name, want, result.outputs[port.name], case.rtol, case.atol)
-                assert rep.ok, f"{case.name}/{port.name} on {backend}: {rep.detail}"
+                assert rep.ok, f"{case.name}/{port.name} on {backend} ({level}): {rep.detail}"
