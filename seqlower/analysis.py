@@ -505,14 +505,18 @@ class _Analyzer:
         elem = None
         uniform = False
         if shape is not None and rank is not None:
+            squeeze = dynamic_split_squeezes(node, self.policy)
+            if squeeze is None:
+                self._set(node.outputs[0], SeqInfo.unknown(dtype), label)
+                self._block(node.outputs[0], f"{node_label(node)}: whether keepdims=0 drops the axis depends on run-time shapes")
+                return
             dims = list(shape.dims)
-            if not has_split:
-                dims[axis] = 1
-                uniform = True
-                if not _int_attr(node, "keepdims", 1):
-                    del dims[axis]
-            else:
-                dims[axis] = None
+            # Chunks of one (no split, or a constant scalar split of 1) all share a shape.
+            ones = not has_split or (split is not None and split.ndim == 0 and int(split) == 1)
+            dims[axis] = 1 if ones else None
+            uniform = ones
+            if squeeze:
+                del dims[axis]
             elem = ir.Shape(dims)
         if sizes_len is not None:
             self._set(node.outputs[0], SeqInfo(dtype, sizes_len, (elem,) * sizes_len, elem, False, (None,) * sizes_len), label)

@@ -221,7 +221,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                 shapes = ("all " if info.get("uniform") else "merged ") + _fmt_shape(info.get("elem_shape"))
             dtype = (info.get("dtype") or "?").lower()
             const = " constant" if info.get("constant") else ""
-            verdict = s["lowering"] if s["reason"] is None else f"kept: {s['reason']}"
+            # For a Flat web the reason says why it is not Unrolled; for a kept one, why it stays.
+            verdict = s["lowering"] if s["reason"] is None else f"{s['lowering']}: {s['reason']}"
             print(f"  {s['name']}: seq<{dtype}> length {length} [{shapes}]{const}  in {s['graph']}  (web {s['web']})")
             print(f"      {verdict}")
     return EXIT_OK

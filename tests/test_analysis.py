@@ -44,6 +44,23 @@ def test_split_lengths_shapes_and_symbolic_dims():
     assert "only known at run time" in decisions["u"]
 
 
+@pytest.mark.parametrize("policy, squeezed", [("auto", True), ("onnxruntime", True), ("spec", False)])
+def test_unbind_over_a_dynamic_dim_squeezes_by_policy(policy, squeezed):
+    # TorchScript's unbind: SplitToSequence(x, 1, keepdims=0) over a dim known only at run time.
+    m = model(
+        [helper.make_node("SplitToSequence", ["x", "one"], ["u"], axis=0, keepdims=0),
+         helper.make_node("ConcatFromSequence", ["u"], ["y"], axis=0, new_axis=1)],
+        [t("x", FLOAT, ["N", 5])],
+        [t("y", FLOAT, None)],
+        initializer=[const("one", 1, np.int64)],
+    )
+    _, a, info = _analyze(m, keepdims_policy=policy)
+    u = info["u"]
+    assert u.length is None and u.uniform
+    assert u.elem_shape == (ir.Shape([5]) if squeezed else ir.Shape([1, 5]))
+    assert a.webs[0].flat
+
+
 def test_insert_into_empty_keeps_exact_shapes_and_constants():
     m = model(
         [

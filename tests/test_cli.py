@@ -268,6 +268,8 @@ def test_inspect_shows_lengths_shapes_and_decisions(capsys, seq_model):
     chunks = next(s for s in doc["sequences"] if s["name"] == "chunks")
     assert chunks["info"]["length"] == 3 and chunks["info"]["shapes"] == [[1, 4], [2, 4], [3, 4]]
     assert chunks["lowering"] == "flat (values + shapes [n, 2])" and "more than --max-unroll 2" in chunks["reason"]
+    code, out, _ = cli(capsys, "inspect", seq_model, "--max-unroll", "2")
+    assert "flat (values + shapes [n, 2]): 'chunks' has 3 elements, more than --max-unroll 2" in out and "kept" not in out
 
 
 def test_lower_past_max_unroll_goes_flat_and_verifies(capsys, tmp_path, seq_model):
