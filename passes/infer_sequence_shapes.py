@@ -135,6 +135,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         for node in graph:
             for sub in subgraph_scopes(node, scope):
                 modified |= self._reads(sub.graph, sub, analysis)
+            if is_default_domain(node) and node.op_type in ("Loop", "If"):
+                modified |= _control_flow_shapes(node)
             if not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
                 continue
             info = analysis.info.get(node.inputs[0])
@@ -160,6 +162,43 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     out.shape = new
                     modified = True
         return modified
+
+
+def _control_flow_shapes(node: ir.Node) -> bool:
+    """Tensor outputs of Loop and If that onnx leaves without a shape get the merge of
+    what flows into them. onnx drops the whole shape of a carried value whose body output
+    shape differs in a dim (TorchScript's recurrent state), which loses the rank an
+    element inserted into a sequence needs."""
+    if node.op_type == "If":
+        branches = [node.attributes[b].as_graph() for b in ("then_branch", "else_branch") if b in node.attributes]
+        if len(branches) != 2:
+            return False
+        sources = [[g.outputs[i] for g in branches] for i in range(len(node.outputs))]
+        scan = [False] * len(node.outputs)
+    else:
+        body = node.attributes["body"].as_graph() if "body" in node.attributes else None
+        if body is None:
+            return False
+        carried = len(node.inputs) - 2
+        sources = [[node.inputs[2 + i], body.outputs[1 + i]] for i in range(carried)]
+        sources += [[body.outputs[1 + i]] for i in range(carried, len(body.outputs) - 1)]
+        scan = [False] * carried + [True] * (len(body.outputs) - 1 - carried)
+    modified = False
+    for out, srcs, is_scan in zip(node.outputs, sources, scan):
+        if out.shape is not None or isinstance(out.type, ir.SequenceType):
+            continue
+        if any(v is None or v.shape is None or isinstance(v.type, ir.SequenceType) for v in srcs):
+            continue
+        shape = merge_shapes([_sanitize(v.shape) for v in srcs])
+        if shape is None:
+            continue
+        if is_scan:
+            shape = ir.Shape([None, *shape.dims])
+        if out.type is None and srcs[0].type is not None:
+            out.type = srcs[0].type
+        out.shape = shape
+        modified = True
+    return modified
 
 
 def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:

@@ -663,6 +663,7 @@ class _Analyzer:
         # Probe: does one iteration append exactly one element? (errors are not the
         # body's fault here: the probe's lengths are hypothetical)
         appends = [False] * n_carried
+        state = [None if i is None else SeqInfo.unknown(i.dtype, i.elem_shape, i.uniform) for i in init]
         if any(i is not None and i.length is not None for i in init):
             self._quiet += 1
             try:
@@ -673,10 +674,14 @@ class _Analyzer:
                 for k, i in enumerate(init):
                     o = self.result.info.get(body.outputs[1 + k])
                     appends[k] = i is not None and o is not None and i.length is not None and o.length == i.length + 1
+                    if i is not None and i.length == 0 and o is not None and o.length != 0:
+                        # An empty initial value has no element shape to merge: what
+                        # the first iteration puts in is where the widening starts
+                        # (TorchScript's `xs = []` before a loop that appends).
+                        state[k] = SeqInfo.unknown(o.dtype or i.dtype, o.elem_shape, o.uniform)
             finally:
                 self._quiet -= 1
         # Fixpoint over widened states: lengths unknown, shapes merged until stable.
-        state = [None if i is None else SeqInfo.unknown(i.dtype, i.elem_shape, i.uniform) for i in init]
         for rounds in range(_WIDEN_AFTER + 1):
             for k, st in enumerate(state):
                 if st is not None:
