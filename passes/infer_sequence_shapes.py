@@ -25,7 +25,7 @@ from seqlower.analysis import Analysis, SeqInfo, analyze, const_position, is_def
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
 
-__all__ = ["InferSequenceShapesPass", "refine_shape"]
+__all__ = ["InferSequenceShapesPass", "input_dim_names", "refine_shape"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +43,13 @@ def _sanitize(shape: ir.Shape | None) -> ir.Shape | None:
     )
 
 
-def refine_shape(old: ir.Shape | None, new: ir.Shape | None) -> ir.Shape | None:
-    """``new`` where it knows more, ``old`` where it knows more; None if they disagree on rank."""
+def refine_shape(old: ir.Shape | None, new: ir.Shape | None, anchored: frozenset[str] = frozenset()) -> ir.Shape | None:
+    """``new`` where it knows more, ``old`` where it knows more; None if they disagree on rank.
+
+    A dim named after a model input's dim (``anchored``) knows more than another name:
+    it is one value for the whole run, where an exporter's name for a Loop body's output
+    dim promises nothing across iterations (what append-once loops need to know).
+    """
     if new is None:
         return old
     if old is None:
@@ -56,6 +61,8 @@ def refine_shape(old: ir.Shape | None, new: ir.Shape | None) -> ir.Shape | None:
         if isinstance(a, int):
             dims.append(a)
         elif isinstance(b, int):
+            dims.append(b)
+        elif isinstance(b, ir.SymbolicDim) and b.value in anchored and not (isinstance(a, ir.SymbolicDim) and a.value in anchored):
             dims.append(b)
         elif isinstance(a, ir.SymbolicDim) and a.value is not None:
             dims.append(a)
@@ -73,6 +80,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = _reset_after_policy_squeezes(model, self.keepdims_policy)
+        modified |= _forget_body_output_names(model)
         # What seqlower adds (a concat's summed axis) feeds onnx's inference of the
         # tensor ops after it, so alternate until neither learns anything (bounded).
         for _ in range(4):
@@ -97,6 +105,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
             return False
         modified = False
+        anchored = input_dim_names(model)
+        boundary = {*model.graph.inputs, *model.graph.outputs}
         for original, found in zip(model.graphs(), inferred.graphs()):
             known = ir.convenience.create_value_mapping(found)
             for name, value in ir.convenience.create_value_mapping(original).items():
@@ -108,7 +118,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     modified = True
                 elif isinstance(value.type, ir.SequenceType) != isinstance(other.type, ir.SequenceType):
                     continue
-                shape = refine_shape(value.shape, _sanitize(other.shape))
+                # The model's declared input and output shapes stay as the user named them.
+                shape = refine_shape(value.shape, _sanitize(other.shape), frozenset() if value in boundary else anchored)
                 if shape != value.shape:
                     value.shape = shape
                     modified = True
@@ -162,6 +173,35 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     out.shape = new
                     modified = True
         return modified
+
+
+def _forget_body_output_names(model: ir.Model) -> bool:
+    """Exporters name each dim of a subgraph output (TorchScript: ``Tanhh.3_dim_0``), and
+    a declared graph output keeps its name through onnx's inference. Such a name promises
+    nothing (not even one value across iterations), and it hides what inference knows
+    (that the dim is the model input's ``w``), so it is forgotten; dims named after a
+    model input's dims are kept."""
+    anchored = input_dim_names(model)
+    modified = False
+    for graph in model.graphs():
+        if graph is model.graph:
+            continue
+        for v in graph.outputs:
+            if v.shape is None or isinstance(v.type, ir.SequenceType):
+                continue
+            dims = [None if isinstance(d, ir.SymbolicDim) and d.value not in anchored else d for d in v.shape.dims]
+            if dims != list(v.shape.dims):
+                v.shape = ir.Shape(dims)
+                modified = True
+    return modified
+
+
+def input_dim_names(model: ir.Model) -> frozenset[str]:
+    """The symbolic dims of the model's inputs: each is one size for the whole run."""
+    return frozenset(
+        d.value for v in model.graph.inputs if v.shape is not None
+        for d in v.shape.dims if isinstance(d, ir.SymbolicDim) and d.value is not None
+    )
 
 
 def _control_flow_shapes(node: ir.Node) -> bool:

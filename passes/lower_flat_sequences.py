@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
+from passes.infer_sequence_shapes import input_dim_names
 from passes.lower_optionals import OPTIONAL_SEQUENCES_KEY
 from passes._rewrite import (
     REPORT_KEY,
@@ -786,15 +787,65 @@ def _register_spans(lw: _Lowerer, new: ir.Node, spans: list[tuple[ir.Value | Non
         lw.seqs[out] = FlatSeq(vals[0], vals[1], vals[2] if ranked else None, dtype, width, scope.graph, new, scope.main, scope.opset)
 
 
+def _append_once(lw: _Lowerer, node: ir.Node, body: ir.Graph, k: int) -> tuple[ir.Node, ir.Value] | None:
+    """The SequenceInsert and tensor when carried sequence ``k`` is TorchScript's
+    ``xs.append(t)`` once per iteration: the body's only use of the sequence appends ``t``
+    at the end, and the result is only returned. ``t`` must have one shape in every
+    iteration (Loop scan outputs must), which :func:`_invariant_shape` proves."""
+    bi, bo = body.inputs[2 + k], body.outputs[1 + k]
+    ins = bo.producer()
+    if ins is None or ins.graph is not body or ins.op_type != "SequenceInsert" or not is_default_domain(ins):
+        return None
+    if ins.inputs[0] is not bi or (len(ins.inputs) > 2 and ins.inputs[2] is not None):
+        return None
+    if len(bi.uses()) != 1 or bi in body.outputs or bo.uses() or list(body.outputs).count(bo) != 1:
+        return None
+    t = ins.inputs[1]
+    if t is None or not _invariant_shape(t, node, body, input_dim_names(lw.model)):
+        return None
+    return ins, t
+
+
+def _invariant_shape(t: ir.Value, node: ir.Node, body: ir.Graph, anchored: frozenset[str]) -> bool:
+    """Whether ``t`` has the same shape in every iteration of the Loop: every dim is a
+    number or a model input's dim, and the shapes inference gave it rest on carried
+    tensors whose shape is the same going in, in the body and coming out (by induction,
+    in every iteration)."""
+    if t.shape is None or not all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in t.shape.dims):
+        return False
+    for j, bi in enumerate(body.inputs[2:]):
+        if isinstance(bi.type, ir.SequenceType) or bi.shape is None:
+            continue
+        init, bo = node.inputs[2 + j], body.outputs[1 + j]
+        if init is None or init.shape != bi.shape or bo.shape != bi.shape:
+            return False
+    return True
+
+
 def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
     carried = list(node.inputs[2:])
     n_carried = len(carried)
+    n_scans = len(body.outputs) - 1 - n_carried
     flat_k = [lw.analysis.flat(body.inputs[2 + k]) for k in range(n_carried)]
+    # Append-once sequences leave the carried state and become scan outputs: the element
+    # and its shape row per iteration, O(n) in total where carrying the values is O(n^2).
+    appends = {k: a for k in range(n_carried) if flat_k[k] and (a := _append_once(lw, node, body, k)) is not None}
+    scans_added: list[tuple[int, ir.Value, ir.Value]] = []
+    bo_ops = Ops(Builder(body, None, scope.opset, lw.names, main_graph=False))
+    for k, (ins, t) in appends.items():
+        width, _ = lw.layout(body.inputs[2 + k])
+        assert t.shape is not None and width is not None
+        name = body.outputs[1 + k].name or "appended"
+        # The row comes from t's own Shape so it is the tensor appended, dims and all.
+        row = lw.padded_dims(t, t.shape.rank(), width, bo_ops, f"{name}_appended")
+        row.shape = ir.Shape([width])
+        scans_added.append((k, t, row))
+    keep = [k for k in range(n_carried) if k not in appends]
     # Body inputs first: the body's own rules read them.
     new_body_inputs = list(body.inputs[:2])
-    for k in range(n_carried):
+    for k in keep:
         bi = body.inputs[2 + k]
         if not flat_k[k]:
             new_body_inputs.append(bi)
@@ -806,19 +857,28 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         lw.seqs[bi] = FlatSeq(ins[0], ins[1], ins[2] if ranked else None, init.dtype, width, body, None, False, scope.opset)
     body.inputs.clear()
     body.inputs.extend(new_body_inputs)
+    for k, (ins, t) in appends.items():
+        # The appended tensor (through an Identity the body owns, since it may be an
+        # outer value) takes the sequence's output slot, so what lowering the body
+        # replaces it by lands there too.
+        body.outputs[1 + k] = bo_ops.identity(t, f"{body.outputs[1 + k].name or 'appended'}_elem")
+        lw.records.append(rewrite_record(ins, bscope, "flat", "append as a Loop scan output"))
+        body.remove(ins, safe=False)
     lw.graph(bscope)
     new_outputs = [body.outputs[0]]
-    for k in range(n_carried):
+    for k in keep:
         bo = body.outputs[1 + k]
         new_outputs += _seq_tensors(lw.seq(bo)) if flat_k[k] else [bo]
     new_outputs += list(body.outputs[1 + n_carried :])
+    for k, _, row in scans_added:
+        new_outputs += [body.outputs[1 + k], row]  # t, or what its lowering replaced it by
     fixed = returned_by(body, new_outputs, lw.names, scope.opset)
     body.outputs.clear()
     body.outputs.extend(fixed)
     inputs: list[ir.Value | None] = list(node.inputs[:2])
     protos: list[Proto] = []
     spans: list[tuple[ir.Value | None, int, ir.DataType | None]] = []
-    for k in range(n_carried):
+    for k in keep:
         out = node.outputs[k] if k < len(node.outputs) else None
         start = len(protos)
         if flat_k[k]:
@@ -831,11 +891,36 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             inputs.append(carried[k])
             protos.append(_proto_of(out, lw.names))
             spans.append((out, start, None))
-    for out in node.outputs[n_carried:]:
+    for out in node.outputs[n_carried : n_carried + n_scans]:
         spans.append((out, len(protos), None))
         protos.append(_proto_of(out, lw.names))
+    appended_at = len(protos)
+    for k, t, _ in scans_added:
+        out = node.outputs[k] if k < len(node.outputs) else None
+        base = (out.name if out is not None else None) or "appended"
+        assert t.shape is not None
+        protos.append((lw.names.fresh(f"{base}_scan"), ir.TensorType(lw.seq(carried[k]).dtype), ir.Shape([None, *t.shape.dims])))
+        protos.append((lw.names.fresh(f"{base}_scan_rows"), ir.TensorType(INT64), ir.Shape([None, lw.layout(carried[k])[0]])))
     new = rebuild_node(node, inputs, protos)
     _register_spans(lw, new, spans, scope)
+    after = Ops(Builder(scope.graph, node, scope.opset, lw.names, main_graph=scope.main))
+    for i, (k, t, _) in enumerate(scans_added):
+        out = node.outputs[k] if k < len(node.outputs) else None
+        if out is None:
+            continue
+        init = lw.seq(carried[k])
+        scan, rows = new.outputs[appended_at + 2 * i], new.outputs[appended_at + 2 * i + 1]
+        name = out.name or "appended"
+        values = after.concat([init.values, after.reshape(scan, after.ints([-1]), f"{name}_scan_flat")], 0, f"{name}_flat")
+        shapes = after.concat([init.shapes, rows], 0, f"{name}_rows")
+        ranks = None
+        if init.ranks is not None:
+            assert t.shape is not None
+            trips = after.slice(after.shape(rows, f"{name}_rows_dims"), after.ints([0]), after.ints([1]), [0], f"{name}_trips")
+            ranks = after.concat([init.ranks, after.op("Expand", [after.ints([t.shape.rank()]), trips], f"{name}_appended_ranks")], 0, f"{name}_rank_list")
+        lw.make(out, values, shapes, ranks, after, init.dtype)
+    if appends:
+        return "Loop carrying the tensors; appends as scan outputs" if keep else "Loop: appends as scan outputs"
     return "Loop carrying the tensors"
 
 

@@ -156,14 +156,17 @@ def _length(st: _State, draw: Any, opset: int) -> None:
 
 def _loop(st: _State, draw: Any, opset: int) -> None:
     """A loop over a run-time trip count: append x (every step or on even steps), or
-    erase the first element; a scan output reads the carried length."""
+    erase the first element; a scan output reads the carried length. "append_once"
+    does not read it (the step index is scanned instead): TorchScript's append-per-step
+    pattern, which becomes a scan output."""
     k = len(st.shapes)
-    kind = draw("choice", ["append", "append_even", "erase"] if k else ["append", "append_even"])
+    kinds = ["append", "append_once", "append_even"]
+    kind = draw("choice", kinds + ["erase"] if k else kinds)
     trips = draw("int", 0, k if kind == "erase" else 3)
     i, c, s_in = st.fresh("i"), st.fresh("c"), st.fresh("carried")
     s_out, n_out, c_out = st.fresh("carried_out"), st.fresh("n"), st.fresh("c_out")
     nodes = [helper.make_node("Identity", [c], [c_out])]
-    if kind == "append":
+    if kind in ("append", "append_once"):
         nodes.append(helper.make_node("SequenceInsert", [s_in, "x"], [s_out]))
     elif kind == "erase":
         zero = st.fresh("zero")
@@ -188,7 +191,10 @@ def _loop(st: _State, draw: Any, opset: int) -> None:
                     "else", [], [helper.make_tensor_sequence_value_info(else_out, FLOAT, None)]),
             ),
         ]
-    nodes.append(helper.make_node("SequenceLength", [s_out], [n_out]))
+    if kind == "append_once":
+        nodes.append(helper.make_node("Identity", [i], [n_out]))
+    else:
+        nodes.append(helper.make_node("SequenceLength", [s_out], [n_out]))
     body = helper.make_graph(
         nodes, st.fresh("body"),
         [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),
@@ -200,7 +206,7 @@ def _loop(st: _State, draw: Any, opset: int) -> None:
     st.nodes.append(helper.make_node("Loop", [st.runtime_int(trips), "", st.seq], [out, lens], body=body))
     st.outputs.append(helper.make_tensor_value_info(lens, INT64, [None]))
     for step in range(trips):
-        if kind == "append" or (kind == "append_even" and step % 2 == 0):
+        if kind in ("append", "append_once") or (kind == "append_even" and step % 2 == 0):
             st.shapes.append(st.x_shape())
         elif kind == "erase":
             del st.shapes[0]

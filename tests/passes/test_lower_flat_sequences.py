@@ -221,6 +221,76 @@ def loop_appends() -> Program:
     )
 
 
+def loop_append_once() -> Program:
+    """TorchScript's `xs.append(t)` once per step, twice: rows scaled by the step (one
+    shape every step: a scan output) into a non-empty initial list, and growing prefixes
+    (a shape per step: carried Concat) into an empty one; the loop may stop early."""
+    b = body(
+        [
+            n("Gather", ["x", "i"], ["row"], axis=0),
+            n("Cast", ["i"], ["i_f"], to=FLOAT),
+            n("Mul", ["row", "i_f"], ["scaled"]),
+            n("SequenceInsert", ["rows_in", "scaled"], ["rows_out"]),
+            n("Add", ["i", "one"], ["i1"]),
+            n("Reshape", ["i1", "one1"], ["stop1"]),
+            n("Slice", ["flat", "zero1", "stop1"], ["prefix"]),
+            n("SequenceInsert", ["prefixes_in", "prefix"], ["prefixes_out"]),
+            n("Less", ["i1", "limit"], ["cond_out"]),
+        ],
+        [t("i", INT64, []), t("cond_in", BOOL, []), seq("rows_in", FLOAT, ["M"]), seq("prefixes_in", FLOAT, [None])],
+        [t("cond_out", BOOL, []), seq("rows_out", FLOAT, ["M"]), seq("prefixes_out", FLOAT, [None])],
+    )
+    return Program(
+        [
+            n("SequenceConstruct", ["first"], ["init"]),
+            n("SequenceEmpty", [], ["empty"], dtype=FLOAT),
+            n("Reshape", ["x", "minus1"], ["flat"]),
+            n("Shape", ["x"], ["xs"]),
+            n("Gather", ["xs", "zero"], ["trips"], axis=0),
+            helper.make_node("Loop", ["trips", "", "init", "empty"], ["rows", "prefixes"], name="collect", body=b),
+            n("ConcatFromSequence", ["rows"], ["stacked"], axis=0, new_axis=1),
+            n("ConcatFromSequence", ["prefixes"], ["joined"], axis=0),
+            n("SequenceLength", ["prefixes"], ["count"]),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("first", FLOAT, ["M"]), t("limit", INT64, [])],
+        [t("stacked", FLOAT, [None, "M"]), t("joined", FLOAT, [None]), t("count", INT64, [])],
+        [
+            {"x": _x(4, 3), "first": _x(3), "limit": np.array(10)},
+            {"x": _x(5, 2), "first": _x(2), "limit": np.array(3)},  # stops after 3 steps
+            {"x": _x(0, 2), "first": _x(2), "limit": np.array(10)},  # no step: the initial list
+            {"x": _x(2, 0), "first": _x(0), "limit": np.array(10)},
+        ],
+        [const("zero", 0, np.int64), const("one", 1, np.int64), const("one1", [1], np.int64),
+         const("zero1", [0], np.int64), const("minus1", [-1], np.int64)],
+        min_opset=13,
+    )
+
+
+def loop_append_growing_state() -> Program:
+    """The appended tensor is a carried tensor that grows each step, though the body
+    declares it with the fixed shape [M]: no scan output (its shapes would differ)."""
+    b = body(
+        [
+            n("Identity", ["cond_in"], ["cond_out"]),
+            n("Concat", ["h_in", "h_in"], ["h_out"], axis=0),
+            n("SequenceInsert", ["acc_in", "h_in"], ["acc_out"]),
+        ],
+        [t("i", INT64, []), t("cond_in", BOOL, []), t("h_in", FLOAT, ["M"]), seq("acc_in", FLOAT, ["M"])],
+        [t("cond_out", BOOL, []), t("h_out", FLOAT, [None]), seq("acc_out", FLOAT, [None])],
+    )
+    return Program(
+        [
+            n("SequenceEmpty", [], ["empty"], dtype=FLOAT),
+            helper.make_node("Loop", ["trips", "", "h", "empty"], ["h_last", "acc"], name="grow", body=b),
+            n("ConcatFromSequence", ["acc"], ["joined"], axis=0),
+        ],
+        [t("trips", INT64, []), t("h", FLOAT, ["M"])],
+        [t("joined", FLOAT, [None]), t("h_last", FLOAT, [None])],
+        [{"trips": np.array(3), "h": _x(2)}, {"trips": np.array(1), "h": _x(3)}],
+        min_opset=13,
+    )
+
+
 def loop_reads_outer_sequence() -> Program:
     """A loop body reads an outer sequence at the iteration and at a run-time position,
     and carries a sequence it erases from."""
@@ -306,7 +376,8 @@ PROGRAMS: dict[str, Callable[[], Program]] = {
     f.__name__: f
     for f in (
         split_dynamic_dim, split_runtime_scalar, split_runtime_sizes, construct_insert_erase_mixed_shapes,
-        sequence_io, strings, float16_stack, mixed_ranks, loop_appends, loop_reads_outer_sequence,
+        sequence_io, strings, float16_stack, mixed_ranks, loop_appends, loop_append_once, loop_append_growing_state,
+        loop_reads_outer_sequence,
         if_lengths_differ, sequence_map_loop,
     )
 }
@@ -326,13 +397,14 @@ def test_flat_program_lowers_and_matches(name, opset):
     assert not {"Split", "SplitToSequence"} & set(ops_of(low))
 
 
-@pytest.mark.parametrize("name", ["loop_appends", "sequence_map_loop", "split_runtime_sizes"])
-def test_flat_program_runs_on_onnxruntime_without_graph_optimizations(name):
-    p = PROGRAMS[name]()
-    m = build(p, 18)
-    low, _ = lower_checked(m, backends=(), inputs=p.feeds)
-    rep = verify(m, low, inputs=p.feeds, backend="reference", lowered_backend="onnxruntime", ort_opt_level="disable")
-    assert rep.equivalent, rep.to_json()
+def test_append_once_per_step_becomes_a_scan_output_only_where_the_shape_is_fixed():
+    p = loop_append_once()
+    _, report = lower_checked(build(p, 18), inputs=p.feeds)
+    hows = sorted(r["how"] for r in report.rewrites if r["op"] == "SequenceInsert")
+    assert hows == ["Concat (append)", "append as a Loop scan output"]
+    p = loop_append_growing_state()
+    _, report = lower_checked(build(p, 18), inputs=p.feeds)
+    assert [r["how"] for r in report.rewrites if r["op"] == "SequenceInsert"] == ["Concat (append)"]
 
 
 def test_abi_metadata_names_the_tensors_of_each_sequence_port():
