@@ -21,7 +21,7 @@ import onnx
 import onnx_ir as ir
 
 from passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
-from seqlower.analysis import Analysis, SeqInfo, analyze, const_position, is_default_domain
+from seqlower.analysis import Analysis, SeqInfo, analyze, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
 
@@ -197,11 +197,8 @@ def _forget_body_output_names(model: ir.Model) -> bool:
 
 
 def input_dim_names(model: ir.Model) -> frozenset[str]:
-    """The symbolic dims of the model's inputs: each is one size for the whole run."""
-    return frozenset(
-        d.value for v in model.graph.inputs if v.shape is not None
-        for d in v.shape.dims if isinstance(d, ir.SymbolicDim) and d.value is not None
-    )
+    """The symbolic dims of the model's tensor inputs: each is one size for the whole run."""
+    return frozenset(model_input_dims(model))
 
 
 def _control_flow_shapes(node: ir.Node) -> bool:

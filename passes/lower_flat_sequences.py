@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from passes.infer_sequence_shapes import input_dim_names
 from passes.lower_optionals import OPTIONAL_SEQUENCES_KEY
 from passes._rewrite import (
     REPORT_KEY,
@@ -54,7 +53,18 @@ from passes._rewrite import (
     walk_scopes,
     write_abi,
 )
-from seqlower.analysis import Analysis, analyze, dynamic_split_squeezes, is_default_domain, node_label, shape_json
+from seqlower.analysis import (
+    Analysis,
+    analyze,
+    dynamic_split_squeezes,
+    is_default_domain,
+    loop_shapes_consistent,
+    model_input_dims,
+    node_label,
+    unchanged_split_source,
+    shape_json,
+)
+from passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.builder import Builder, NameAuthority
 from seqlower.errors import ModelError
 
@@ -62,8 +72,6 @@ __all__ = ["LowerFlatSequencesPass"]
 
 logger = logging.getLogger(__name__)
 
-INT64 = ir.DataType.INT64
-_MAX = np.iinfo(np.int64).max
 
 
 @dataclass(eq=False)
@@ -353,111 +361,6 @@ def _producer_in(v: ir.Value, graph: ir.Graph | ir.Function) -> ir.Node | None:
     return p if p is not None and p.graph is graph else None
 
 
-class Ops:
-    """Thin helpers over :class:`Builder` for the index arithmetic of the Flat rules."""
-
-    def __init__(self, b: Builder) -> None:
-        self.b = b
-
-    def op(self, op: str, inputs: list[ir.Value | None], name: str, dtype: ir.DataType | None = None, shape=None, **attrs) -> ir.Value:
-        return self.b.op(op, inputs, name, dtype, shape, **attrs)
-
-    def ints(self, values: list[int]) -> ir.Value:
-        return self.b.ints(values, "ints")
-
-    def scalar(self, value: int) -> ir.Value:
-        return self.b.constant(np.array(value, dtype=np.int64), "scalar")
-
-    def shape(self, x: ir.Value, name: str) -> ir.Value:
-        rank = x.shape.rank() if x.shape is not None else None
-        return self.op("Shape", [x], name, dtype=INT64, shape=None if rank is None else [rank])
-
-    def reshape(self, x: ir.Value, shape: ir.Value, name: str) -> ir.Value:
-        return self.op("Reshape", [x, shape], name)
-
-    def slice(self, x: ir.Value, starts: ir.Value, ends: ir.Value, axes: list[int] | ir.Value, name: str) -> ir.Value:
-        return self.b.slice(x, starts, ends, axes, name)
-
-    def concat(self, xs: list[ir.Value], axis: int, name: str) -> ir.Value:
-        if len(xs) == 1:
-            return xs[0]
-        return self.b.concat(xs, axis, name, None)
-
-    def unsqueeze(self, x: ir.Value, axes: list[int], name: str) -> ir.Value:
-        return self.b.unsqueeze(x, axes, name)
-
-    def identity(self, x: ir.Value, name: str) -> ir.Value:
-        return self.b.identity(x, name)
-
-    def empty(self, dtype: ir.DataType) -> ir.Value:
-        return self.b.zeros(dtype, (0,), "empty")
-
-    def reshape_exact(self, flat: ir.Value, shape: ir.Value, rank: int | None, name: str, dtype: ir.DataType, hint: ir.Shape | None = None) -> ir.Value:
-        """Reshape where a 0 in ``shape`` means 0 (allowzero), at every opset."""
-        known = hint is not None and all(isinstance(d, int) and d > 0 for d in hint.dims)
-        if rank == 0 or known:
-            return self.op("Reshape", [flat, shape], name, shape=hint)
-        if self.b.opset >= 14:
-            return self.op("Reshape", [flat, shape], name, shape=hint, allowzero=1)
-        # Before allowzero, a 0 copies the input's dim: pad to a shape with no zeros,
-        # reshape, and slice back to the real shape (a no-op unless a dim is 0).
-        zero = self.op("Equal", [shape, self.scalar(0)], f"{name}_zero", dtype=ir.DataType.BOOL)
-        safe = self.op("Where", [zero, self.scalar(1), shape], f"{name}_safe", dtype=INT64)
-        need = self.b.reduce("ReduceProd", safe, None, f"{name}_need", keepdims=True)
-        have = self.shape(flat, f"{name}_have")
-        pad = self.op("Expand", [self.b.zeros(dtype, (1,), "fill"), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")
-        full = self.op("Reshape", [self.concat([flat, pad], 0, f"{name}_padded"), safe], f"{name}_full")
-        if rank is None:
-            axes = self.op("Range", [self.scalar(0), self.op("Size", [shape], f"{name}_rank", dtype=INT64), self.scalar(1)], f"{name}_axes")
-            starts = self.op("Sub", [shape, shape], f"{name}_starts")
-        else:
-            axes = self.ints(list(range(rank)))
-            starts = self.ints([0] * rank)
-        return self.slice(full, starts, shape, axes, name)
-
-    def concat_index(self, p: ir.Value, q: ir.Value, sizes: ir.Value, offsets: ir.Value, name: str) -> ir.Value:
-        """The permutation between element-major order and the concatenation along an
-        inner axis: elements i of shape [P, sizes[i], Q] stored at ``offsets[i]``; entry
-        k of the result is the position in the values of entry k of the concatenation
-        [P, sum(sizes), Q]."""
-        total = self.b.reduce("ReduceSum", sizes, [0], f"{name}_total", keepdims=False)
-        incl = self.op("CumSum", [sizes, self.scalar(0)], f"{name}_incl")
-        excl = self.op("Sub", [incl, sizes], f"{name}_excl")
-        j = self.op("Range", [self.scalar(0), total, self.scalar(1)], f"{name}_j", dtype=INT64)
-        before = self.op("Less", [self.unsqueeze(j, [1], f"{name}_jcol"), self.unsqueeze(incl, [0], f"{name}_inclrow")], f"{name}_before", dtype=ir.DataType.BOOL)
-        passed = self.op("Cast", [self.op("Not", [before], f"{name}_passed_b")], f"{name}_passed", dtype=INT64, to=INT64)
-        owner = self.b.reduce("ReduceSum", passed, [1], f"{name}_owner", keepdims=False)
-        size_j = self.op("Gather", [sizes, owner], f"{name}_size_j")
-        off_j = self.op("Gather", [offsets, owner], f"{name}_off_j")
-        start_j = self.op("Gather", [excl, owner], f"{name}_start_j")
-        local = self.op("Sub", [j, start_j], f"{name}_local")
-        base = self.op("Add", [off_j, self.op("Mul", [local, q], f"{name}_local_q")], f"{name}_base")
-        stride = self.op("Mul", [size_j, q], f"{name}_stride")
-        p_scalar = self.reshape(p, self.ints([]), f"{name}_p")
-        q_scalar = self.reshape(q, self.ints([]), f"{name}_q")
-        ps = self.op("Range", [self.scalar(0), p_scalar, self.scalar(1)], f"{name}_ps", dtype=INT64)
-        qs = self.op("Range", [self.scalar(0), q_scalar, self.scalar(1)], f"{name}_qs", dtype=INT64)
-        idx = self.op(
-            "Add",
-            [
-                self.op(
-                    "Add",
-                    [
-                        self.unsqueeze(base, [0, 2], f"{name}_base3"),
-                        self.op("Mul", [self.unsqueeze(ps, [1, 2], f"{name}_ps3"), self.unsqueeze(stride, [0, 2], f"{name}_stride3")], f"{name}_rows"),
-                    ],
-                    f"{name}_rowbase",
-                ),
-                self.unsqueeze(qs, [0, 1], f"{name}_qs3"),
-            ],
-            f"{name}_idx3",
-        )
-        return self.reshape(idx, self.ints([-1]), f"{name}_index")
-
-
-# -- rules --------------------------------------------------------------------------------
-
-
 def _attr(node: ir.Node, name: str, default: int) -> int:
     a = node.attributes.get(name)
     return default if a is None else a.as_int()
@@ -504,7 +407,7 @@ def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
 def _splice(x: ir.Value, start: ir.Value, stop: ir.Value, middle: ir.Value | None, o: Ops, name: str) -> ir.Value:
     """``x[:start] ++ middle ++ x[stop:]`` along axis 0 (start, stop: [1]-shaped)."""
     head = o.slice(x, o.ints([0]), start, [0], f"{name}_head")
-    tail = o.slice(x, stop, o.ints([_MAX]), [0], f"{name}_tail")
+    tail = o.slice(x, stop, o.ints([MAX_INT64]), [0], f"{name}_tail")
     return o.concat([head, *([middle] if middle is not None else []), tail], 0, name)
 
 
@@ -641,30 +544,6 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     return how
 
 
-def _unchanged_split_source(node: ir.Node, policy: str) -> ir.Value | None:
-    """The input of the SplitToSequence this concat undoes (same axis, nothing changed
-    in between but Identity), or None."""
-    v = node.inputs[0]
-    p = v.producer() if v is not None else None
-    while p is not None and p.op_type == "Identity" and is_default_domain(p):
-        p = p.inputs[0].producer() if p.inputs[0] is not None else None
-    if p is None or p.op_type != "SplitToSequence" or not is_default_domain(p):
-        return None
-    x = p.inputs[0]
-    if x is None or x.shape is None:
-        return None
-    r = x.shape.rank()
-    split_axis = _attr(p, "axis", 0) % r
-    squeeze = dynamic_split_squeezes(p, policy)
-    if squeeze is None:
-        return None
-    new_axis = bool(_attr(node, "new_axis", 0))
-    if new_axis != squeeze:
-        return None
-    axis = _attr(node, "axis", 0)
-    return x if axis % r == split_axis else None
-
-
 def _split_rank(split: ir.Value) -> int:
     c = ir.convenience.get_const_tensor(split)
     shape = ir.Shape(c.shape) if c is not None else split.shape
@@ -682,7 +561,7 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> 
     lo, hi = (-r - 1, r) if new_axis else (-r, r - 1)
     if not lo <= axis <= hi:
         raise ModelError(f"{node_label(node)}: axis {axis} is out of range [{lo}, {hi}]")
-    source = _unchanged_split_source(node, lw.policy)
+    source = unchanged_split_source(node, lw.policy)
     if source is not None:
         lw.output(out, source, node, scope)
         return "the split's input itself"
@@ -801,25 +680,18 @@ def _append_once(lw: _Lowerer, node: ir.Node, body: ir.Graph, k: int) -> tuple[i
     if len(bi.uses()) != 1 or bi in body.outputs or bo.uses() or list(body.outputs).count(bo) != 1:
         return None
     t = ins.inputs[1]
-    if t is None or not _invariant_shape(t, node, body, input_dim_names(lw.model)):
+    if t is None or not _invariant_shape(t, node, frozenset(model_input_dims(lw.model))):
         return None
     return ins, t
 
 
-def _invariant_shape(t: ir.Value, node: ir.Node, body: ir.Graph, anchored: frozenset[str]) -> bool:
+def _invariant_shape(t: ir.Value, node: ir.Node, anchored: frozenset[str]) -> bool:
     """Whether ``t`` has the same shape in every iteration of the Loop: every dim is a
     number or a model input's dim, and the shapes inference gave it rest on carried
-    tensors whose shape is the same going in, in the body and coming out (by induction,
-    in every iteration)."""
+    tensors whose shape is the same going in, in the body and coming out."""
     if t.shape is None or not all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in t.shape.dims):
         return False
-    for j, bi in enumerate(body.inputs[2:]):
-        if isinstance(bi.type, ir.SequenceType) or bi.shape is None:
-            continue
-        init, bo = node.inputs[2 + j], body.outputs[1 + j]
-        if init is None or init.shape != bi.shape or bo.shape != bi.shape:
-            return False
-    return True
+    return loop_shapes_consistent(node)
 
 
 def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:

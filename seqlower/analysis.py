@@ -153,8 +153,9 @@ def _same_array(x: np.ndarray, y: np.ndarray) -> bool:
 class Web:
     """Sequence values that must share one representation, and the decision.
 
-    ``repr`` is ``unrolled`` (static), ``flat`` (dynamic: values + shapes tensors) or
-    ``kept`` (left as sequences); ``reason`` says why a web is not Unrolled.
+    ``repr`` is ``unrolled`` (static), ``stacked`` (dynamic, every element of one shape:
+    one ``[n, *elem]`` tensor), ``flat`` (dynamic: values + shapes tensors) or ``kept``
+    (left as sequences); ``reason`` says why a web is not Unrolled.
     """
 
     values: list[ir.Value]
@@ -168,6 +169,10 @@ class Web:
     @property
     def flat(self) -> bool:
         return self.repr == "flat"
+
+    @property
+    def stacked(self) -> bool:
+        return self.repr == "stacked"
 
 
 @dataclass(frozen=True)
@@ -187,12 +192,17 @@ class Analysis:
     web_of: dict[ir.Value, Web] = field(default_factory=dict)
     graph_of: dict[ir.Value, str] = field(default_factory=dict)
     layout_of: dict[ir.Value, Layout] = field(default_factory=dict)
+    # Stacked values: the one element shape (numbers and model-input dims only).
+    stacked_shape: dict[ir.Value, ir.Shape] = field(default_factory=dict)
 
     def unrolled(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].unrolled
 
     def flat(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].flat
+
+    def stacked(self, v: ir.Value | None) -> bool:
+        return v is not None and v in self.web_of and self.web_of[v].stacked
 
 
 # -- helpers shared with the lowerings ---------------------------------------------------
@@ -326,6 +336,7 @@ class _Analyzer:
         self._quiet = 0
         self._order: dict[ir.Value, int] = {}
         self._links: list[tuple[list[ir.Value], bool]] = []
+        self._anchored = frozenset(model_input_dims(model))
 
     # entry
     def run(self) -> Analysis:
@@ -539,7 +550,8 @@ class _Analyzer:
             elem = merge_shapes([s.elem_shape, _shape_of(t)]) if s.length != 0 else _shape_of(t)
             uniform = s.uniform and s.elem_shape == _shape_of(t) if s.length != 0 else _fully_known(_shape_of(t))
             if length is not None:
-                self._set(out, SeqInfo(dtype, length, (None,) * length, elem, False, (None,) * length), label)
+                shapes = (elem if uniform else None,) * length
+                self._set(out, SeqInfo(dtype, length, shapes, elem, uniform and _fully_known(elem), (None,) * length), label)
             else:
                 self._set(out, SeqInfo.unknown(dtype, elem, uniform), label)
             return
@@ -568,7 +580,8 @@ class _Analyzer:
             if s.length == 0:
                 self._fail(node, "erases from an empty sequence")
             if length is not None and length >= 0:
-                self._set(out, SeqInfo(s.dtype, length, (None,) * length, s.elem_shape, s.uniform, (None,) * length), label)
+                shapes = (s.elem_shape if s.uniform else None,) * length
+                self._set(out, SeqInfo(s.dtype, length, shapes, s.elem_shape, s.uniform, (None,) * length), label)
             else:
                 self._set(out, SeqInfo.unknown(s.dtype, s.elem_shape, s.uniform), label)
             return
@@ -746,14 +759,25 @@ class _Analyzer:
                 self._fail(node, f"sequence input {i} has {s.length} elements, fewer than the first's {first.length}")
         self._graph(body, f"{label} > {node_label(node)}.body")
         n = first.length
+        # The body's shapes follow from its declared input shapes. Where every sequence
+        # input's elements all have the declared shape, an output shape of numbers and
+        # model-input dims is the same for every element; otherwise the body's symbolic
+        # dims name per-iteration sizes and, outside, only numbers hold.
+        inputs_exact = all(
+            (s := self.result.info.get(v)) is not None and s.uniform and s.elem_shape == bi.shape
+            for v, bi in zip(node.inputs, body.inputs) if v is not None and v in self.result.info
+        )
         for out, bo in zip(node.outputs, body.outputs):
             dtype = bo.dtype
-            # The body's symbolic dims name per-iteration sizes: outside, only ints hold.
-            shape = None if bo.shape is None else ir.Shape([d if isinstance(d, int) else None for d in bo.shape.dims])
-            if n is None:
-                self._set(out, SeqInfo.unknown(dtype, shape, False), label)
+            uniform = inputs_exact and bo.shape is not None and _anchored_shape(bo.shape, self._anchored)
+            if uniform:
+                shape = bo.shape
             else:
-                self._set(out, SeqInfo(dtype, n, (shape,) * n, shape if n else None, False, (None,) * n), label)
+                shape = None if bo.shape is None else ir.Shape([d if isinstance(d, int) else None for d in bo.shape.dims])
+            if n is None:
+                self._set(out, SeqInfo.unknown(dtype, shape, uniform), label)
+            else:
+                self._set(out, SeqInfo(dtype, n, (shape,) * n, shape if n else None, uniform and n > 0, (None,) * n), label)
         # One web (Unrolled needs every input unrolled), but each input and output keeps
         # its own Flat layout: the body may change ranks.
         self._link([*node.inputs, *node.outputs], layout=False)
@@ -795,6 +819,45 @@ class _Analyzer:
                 continue
             web.repr = "flat"
             self.result.layout_of.update(layouts)
+            stacked = self._stacked_shapes(values, layout_graph)
+            if stacked is not None:
+                web.repr = "stacked"
+                self.result.stacked_shape.update(stacked)
+
+    def _stacked_shapes(self, values: list[ir.Value], layout_graph: nx.Graph) -> dict[ir.Value, ir.Shape] | None:
+        """One element shape per layout group when every element of every value in the
+        web provably has it: numbers and model-input dims (one size for the whole run),
+        which the lowering can also build for an empty sequence. The model boundary
+        stays Flat (the ABI), and so does a Loop whose carried tensors' declared shapes
+        are not the same going in and coming out (they would not prove anything)."""
+        boundary = {*self.model.graph.inputs, *self.model.graph.outputs}
+        anchored = self._anchored
+        out: dict[ir.Value, ir.Shape] = {}
+        order = self._order.__getitem__
+        for group in nx.connected_components(layout_graph.subgraph(values)):
+            group_values = sorted(group, key=order)
+            shape: ir.Shape | None = None
+            for v in group_values:
+                if v in boundary:
+                    return None
+                p = v.producer()
+                if p is not None and p.op_type == "Loop" and not loop_shapes_consistent(p):
+                    return None
+                info = self.result.info.get(v)
+                if info is None:
+                    return None
+                if info.length == 0:
+                    continue
+                if not info.uniform or info.elem_shape is None or not _anchored_shape(info.elem_shape, anchored):
+                    return None
+                if shape is None:
+                    shape = info.elem_shape
+                elif shape != info.elem_shape:
+                    return None
+            if shape is None:
+                return None
+            out.update(dict.fromkeys(group_values, shape))
+        return out
 
     def _unroll_blocker(self, values: list[ir.Value]) -> str | None:
         hard = next((self.blockers[v] for v in values if v in self.hard), None)
@@ -901,6 +964,63 @@ class _Analyzer:
                 if use.op_type == "ConcatFromSequence" and layouts[v].ranked:
                     return f"{node_label(use)} concatenates elements of different ranks"
         return None
+
+
+def _anchored_shape(shape: ir.Shape, anchored: frozenset[str]) -> bool:
+    return all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in shape.dims)
+
+
+def model_input_dims(model: ir.Model) -> dict[str, tuple[ir.Value, int]]:
+    """Each symbolic dim of a model input: the first input and axis that has it."""
+    dims: dict[str, tuple[ir.Value, int]] = {}
+    for v in model.graph.inputs:
+        if v.shape is None or isinstance(v.type, ir.SequenceType):
+            continue
+        for axis, d in enumerate(v.shape.dims):
+            if isinstance(d, ir.SymbolicDim) and d.value is not None:
+                dims.setdefault(d.value, (v, axis))
+    return dims
+
+
+def loop_shapes_consistent(node: ir.Node) -> bool:
+    """Whether each tensor a Loop carries has the same declared shape going in, in the
+    body and coming out: then, by induction, the shapes inference derived from them hold
+    in every iteration."""
+    body = _subgraph(node, "body")
+    if body is None:
+        return False
+    for j, bi in enumerate(body.inputs[2:]):
+        if isinstance(bi.type, ir.SequenceType) or bi.shape is None:
+            continue
+        init = node.inputs[2 + j] if 2 + j < len(node.inputs) else None
+        bo = body.outputs[1 + j] if 1 + j < len(body.outputs) else None
+        if init is None or bo is None or init.shape != bi.shape or bo.shape != bi.shape:
+            return False
+    return True
+
+
+def unchanged_split_source(node: ir.Node, policy: str) -> ir.Value | None:
+    """The input of the SplitToSequence this concat undoes (same axis, nothing changed
+    in between but Identity), or None."""
+    v = node.inputs[0]
+    p = v.producer() if v is not None else None
+    while p is not None and p.op_type == "Identity" and is_default_domain(p):
+        p = p.inputs[0].producer() if p.inputs[0] is not None else None
+    if p is None or p.op_type != "SplitToSequence" or not is_default_domain(p):
+        return None
+    x = p.inputs[0]
+    if x is None or x.shape is None:
+        return None
+    r = x.shape.rank()
+    split_axis = _int_attr(p, "axis", 0) % r
+    squeeze = dynamic_split_squeezes(p, policy)
+    if squeeze is None:
+        return None
+    new_axis = bool(_int_attr(node, "new_axis", 0))
+    if new_axis != squeeze:
+        return None
+    axis = _int_attr(node, "axis", 0)
+    return x if axis % r == split_axis else None
 
 
 def _rank_of(v: ir.Value | None) -> int | None:

@@ -60,6 +60,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.infer_sequence_shapes import InferSequenceShapesPass
     from passes.lower_flat_sequences import LowerFlatSequencesPass
     from passes.lower_optionals import LowerOptionalsPass
+    from passes.lower_stacked_sequences import LowerStackedSequencesPass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 
     rounds = ir.passes.PassManager(
@@ -69,6 +70,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
+            LowerStackedSequencesPass(options.max_unroll, options.keepdims_policy),
             LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy),
             CleanUpGraphPass(),
         ],
@@ -175,16 +177,19 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
                     "producer": node_label(producer) if producer is not None else "graph input",
                     "web": webs[id(web)],
                     "info": info.to_json() if info is not None else None,
-                    "lowering": _lowering_label(web, analysis.layout_of.get(v)),
+                    "lowering": _lowering_label(web, analysis.layout_of.get(v), analysis.stacked_shape.get(v)),
                     "reason": web.reason,
                 }
             )
     return out
 
 
-def _lowering_label(web: Any, layout: Any) -> str:
+def _lowering_label(web: Any, layout: Any, stacked: Any) -> str:
     if web.unrolled:
         return "unrolled (static)"
+    if web.stacked:
+        dims = ", ".join(str(d) if isinstance(d, int) else str(d.value) for d in stacked.dims)
+        return f"stacked ([n, {dims}])" if dims else "stacked ([n])"
     if web.flat:
         ranks = ", with ranks" if layout is not None and layout.ranked else ""
         return f"flat (values + shapes [n, {layout.width if layout else '?'}]{ranks})"

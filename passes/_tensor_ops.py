@@ -1,0 +1,119 @@
+"""Index arithmetic shared by the dynamic lowerings (Flat, Stacked): thin helpers over
+:class:`seqlower.builder.Builder`."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.builder import Builder
+
+__all__ = ["INT64", "MAX_INT64", "Ops"]
+
+INT64 = ir.DataType.INT64
+MAX_INT64 = int(np.iinfo(np.int64).max)
+
+
+class Ops:
+    """Thin helpers over :class:`Builder` for the index arithmetic of the Flat rules."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+
+    def op(self, op: str, inputs: list[ir.Value | None], name: str, dtype: ir.DataType | None = None, shape=None, **attrs) -> ir.Value:
+        return self.b.op(op, inputs, name, dtype, shape, **attrs)
+
+    def ints(self, values: list[int]) -> ir.Value:
+        return self.b.ints(values, "ints")
+
+    def scalar(self, value: int) -> ir.Value:
+        return self.b.constant(np.array(value, dtype=np.int64), "scalar")
+
+    def shape(self, x: ir.Value, name: str) -> ir.Value:
+        rank = x.shape.rank() if x.shape is not None else None
+        return self.op("Shape", [x], name, dtype=INT64, shape=None if rank is None else [rank])
+
+    def reshape(self, x: ir.Value, shape: ir.Value, name: str) -> ir.Value:
+        return self.op("Reshape", [x, shape], name)
+
+    def slice(self, x: ir.Value, starts: ir.Value, ends: ir.Value, axes: list[int] | ir.Value, name: str) -> ir.Value:
+        return self.b.slice(x, starts, ends, axes, name)
+
+    def concat(self, xs: list[ir.Value], axis: int, name: str) -> ir.Value:
+        if len(xs) == 1:
+            return xs[0]
+        return self.b.concat(xs, axis, name, None)
+
+    def unsqueeze(self, x: ir.Value, axes: list[int], name: str) -> ir.Value:
+        return self.b.unsqueeze(x, axes, name)
+
+    def identity(self, x: ir.Value, name: str) -> ir.Value:
+        return self.b.identity(x, name)
+
+    def empty(self, dtype: ir.DataType) -> ir.Value:
+        return self.b.zeros(dtype, (0,), "empty")
+
+    def reshape_exact(self, flat: ir.Value, shape: ir.Value, rank: int | None, name: str, dtype: ir.DataType, hint: ir.Shape | None = None) -> ir.Value:
+        """Reshape where a 0 in ``shape`` means 0 (allowzero), at every opset."""
+        known = hint is not None and all(isinstance(d, int) and d > 0 for d in hint.dims)
+        if rank == 0 or known:
+            return self.op("Reshape", [flat, shape], name, shape=hint)
+        if self.b.opset >= 14:
+            return self.op("Reshape", [flat, shape], name, shape=hint, allowzero=1)
+        # Before allowzero, a 0 copies the input's dim: pad to a shape with no zeros,
+        # reshape, and slice back to the real shape (a no-op unless a dim is 0).
+        zero = self.op("Equal", [shape, self.scalar(0)], f"{name}_zero", dtype=ir.DataType.BOOL)
+        safe = self.op("Where", [zero, self.scalar(1), shape], f"{name}_safe", dtype=INT64)
+        need = self.b.reduce("ReduceProd", safe, None, f"{name}_need", keepdims=True)
+        have = self.shape(flat, f"{name}_have")
+        pad = self.op("Expand", [self.b.zeros(dtype, (1,), "fill"), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")
+        full = self.op("Reshape", [self.concat([flat, pad], 0, f"{name}_padded"), safe], f"{name}_full")
+        if rank is None:
+            axes = self.op("Range", [self.scalar(0), self.op("Size", [shape], f"{name}_rank", dtype=INT64), self.scalar(1)], f"{name}_axes")
+            starts = self.op("Sub", [shape, shape], f"{name}_starts")
+        else:
+            axes = self.ints(list(range(rank)))
+            starts = self.ints([0] * rank)
+        return self.slice(full, starts, shape, axes, name)
+
+    def concat_index(self, p: ir.Value, q: ir.Value, sizes: ir.Value, offsets: ir.Value, name: str) -> ir.Value:
+        """The permutation between element-major order and the concatenation along an
+        inner axis: elements i of shape [P, sizes[i], Q] stored at ``offsets[i]``; entry
+        k of the result is the position in the values of entry k of the concatenation
+        [P, sum(sizes), Q]."""
+        total = self.b.reduce("ReduceSum", sizes, [0], f"{name}_total", keepdims=False)
+        incl = self.op("CumSum", [sizes, self.scalar(0)], f"{name}_incl")
+        excl = self.op("Sub", [incl, sizes], f"{name}_excl")
+        j = self.op("Range", [self.scalar(0), total, self.scalar(1)], f"{name}_j", dtype=INT64)
+        before = self.op("Less", [self.unsqueeze(j, [1], f"{name}_jcol"), self.unsqueeze(incl, [0], f"{name}_inclrow")], f"{name}_before", dtype=ir.DataType.BOOL)
+        passed = self.op("Cast", [self.op("Not", [before], f"{name}_passed_b")], f"{name}_passed", dtype=INT64, to=INT64)
+        owner = self.b.reduce("ReduceSum", passed, [1], f"{name}_owner", keepdims=False)
+        size_j = self.op("Gather", [sizes, owner], f"{name}_size_j")
+        off_j = self.op("Gather", [offsets, owner], f"{name}_off_j")
+        start_j = self.op("Gather", [excl, owner], f"{name}_start_j")
+        local = self.op("Sub", [j, start_j], f"{name}_local")
+        base = self.op("Add", [off_j, self.op("Mul", [local, q], f"{name}_local_q")], f"{name}_base")
+        stride = self.op("Mul", [size_j, q], f"{name}_stride")
+        p_scalar = self.reshape(p, self.ints([]), f"{name}_p")
+        q_scalar = self.reshape(q, self.ints([]), f"{name}_q")
+        ps = self.op("Range", [self.scalar(0), p_scalar, self.scalar(1)], f"{name}_ps", dtype=INT64)
+        qs = self.op("Range", [self.scalar(0), q_scalar, self.scalar(1)], f"{name}_qs", dtype=INT64)
+        idx = self.op(
+            "Add",
+            [
+                self.op(
+                    "Add",
+                    [
+                        self.unsqueeze(base, [0, 2], f"{name}_base3"),
+                        self.op("Mul", [self.unsqueeze(ps, [1, 2], f"{name}_ps3"), self.unsqueeze(stride, [0, 2], f"{name}_stride3")], f"{name}_rows"),
+                    ],
+                    f"{name}_rowbase",
+                ),
+                self.unsqueeze(qs, [0, 1], f"{name}_qs3"),
+            ],
+            f"{name}_idx3",
+        )
+        return self.reshape(idx, self.ints([-1]), f"{name}_index")
+
+
+# -- rules --------------------------------------------------------------------------------

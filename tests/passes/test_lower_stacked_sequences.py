@@ -1,0 +1,230 @@
+"""The Stacked lowering: webs whose elements provably share one shape (numbers and
+model-input dims) become one ``[n, *elem]`` tensor. Every program runs at every opset it
+exists in, must come out tensor-only with its sequence ops lowered *stacked* (not Flat),
+and equal the original on both backends (onnxruntime with its optimizer on and off) over
+inputs with empty sequences, zero-size dims and negative positions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from tests.helpers import BOOL, FLOAT, INT32, INT64, STRING, body, const, lower_checked, model, seq, t
+from tests.passes.patterns import IR_FOR_OPSET, OPSETS
+from tests.passes.test_lower_flat_sequences import Program, _x, n
+
+F16 = TensorProto.FLOAT16
+
+
+def unbind_read_stack() -> Program:
+    """unbind over a run-time dim, read at a run-time negative position, counted,
+    stacked at axis 1 and -1, concatenated along axis 0 and 1."""
+    return Program(
+        [
+            n("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+            n("SequenceAt", ["rows", "p"], ["row"]),
+            n("SequenceLength", ["rows"], ["count"]),
+            n("ConcatFromSequence", ["rows"], ["stacked1"], axis=1, new_axis=1),
+            n("ConcatFromSequence", ["rows"], ["stacked_last"], axis=-1, new_axis=1),
+            n("SplitToSequence", ["x"], ["cols"], axis=1),
+            n("ConcatFromSequence", ["cols"], ["cols0"], axis=0),
+            n("ConcatFromSequence", ["cols"], ["cols1"], axis=-1),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("p", INT32, [])],
+        [t("row", FLOAT, ["M"]), t("count", INT64, []), t("stacked1", FLOAT, ["M", "N"]), t("stacked_last", FLOAT, ["M", "N"]),
+         t("cols0", FLOAT, [None, 1]), t("cols1", FLOAT, ["N", "M"])],
+        [{"x": _x(4, 3), "p": np.array(-1, np.int32)}, {"x": _x(1, 5), "p": np.array(0, np.int32)},
+         {"x": _x(3, 0), "p": np.array(-3, np.int32)}],
+    )
+
+
+def equal_chunks() -> Program:
+    """Chunks of 2 of a static dim (keepdims), a 1-D split of equal entries, read, erased
+    and inserted at run-time positions, joined back along the split axis."""
+    return Program(
+        [
+            n("SplitToSequence", ["x", "two"], ["pairs"], axis=1),
+            n("SequenceErase", ["pairs", "p"], ["fewer"]),
+            n("SequenceInsert", ["fewer", "extra", "q"], ["more"]),
+            n("ConcatFromSequence", ["more"], ["joined"], axis=1),
+            n("SplitToSequence", ["x", "threes"], ["halves"], axis=1),
+            n("SequenceAt", ["halves", "p"], ["half"]),
+        ],
+        [t("x", FLOAT, ["N", 6]), t("extra", FLOAT, ["N", 2]), t("p", INT64, []), t("q", INT64, [])],
+        [t("joined", FLOAT, ["N", 6]), t("half", FLOAT, ["N", 3])],
+        [{"x": _x(2, 6), "extra": -_x(2, 2), "p": np.array(-2), "q": np.array(0)},
+         {"x": _x(0, 6), "extra": _x(0, 2), "p": np.array(1), "q": np.array(-1)}],
+        [const("two", 2, np.int64), const("threes", [3, 3], np.int64)],
+    )
+
+
+def construct_insert_erase(dtype=FLOAT, np_dtype=np.float32, min_opset=11) -> Program:
+    """A list built from tensors of one shape, grown and shrunk at run-time positions
+    (negatives), then stacked."""
+    def data(k, m):
+        if dtype != STRING:
+            return _x(k, m).astype(np_dtype)
+        a = np.empty((k, m), dtype=object)
+        for i, j in np.ndindex(k, m):
+            a[i, j] = f"s{i}{j}"
+        return a
+    return Program(
+        [
+            n("SequenceConstruct", ["a", "b"], ["s0"]),
+            n("SequenceInsert", ["s0", "c", "p"], ["s1"]),
+            n("SequenceInsert", ["s1", "a"], ["s2"]),
+            n("SequenceErase", ["s2", "q"], ["s3"]),
+            n("SequenceErase", ["s3"], ["s4"]),
+            n("ConcatFromSequence", ["s4"], ["y"], axis=0, new_axis=1),
+            n("SequenceLength", ["s4"], ["count"]),
+        ],
+        [t("a", dtype, ["K", "M"]), t("b", dtype, ["K", "M"]), t("c", dtype, ["K", "M"]), t("p", INT64, []), t("q", INT32, [])],
+        [t("y", dtype, ["K", None, "M"]), t("count", INT64, [])],
+        [{"a": data(2, 3), "b": data(2, 3), "c": data(2, 3), "p": np.array(-1), "q": np.array(-2, np.int32)},
+         {"a": data(0, 2), "b": data(0, 2), "c": data(0, 2), "p": np.array(2), "q": np.array(0, np.int32)}],
+        min_opset=min_opset,
+    )
+
+
+def strings() -> Program:
+    return construct_insert_erase(STRING, object)
+
+
+def float16() -> Program:
+    return construct_insert_erase(F16, np.float16)
+
+
+def loop_append_once() -> Program:
+    """`out.append(row * i)` every step from an empty list, then stacked; the loop may run
+    no step. A carried tensor of fixed shape rides along."""
+    b = body(
+        [
+            n("Identity", ["cond_in"], ["cond_out"]),
+            n("Gather", ["x", "i"], ["row"], axis=0),
+            n("Cast", ["i"], ["i_f"], to=FLOAT),
+            n("Mul", ["row", "i_f"], ["scaled"]),
+            n("Add", ["h_in", "scaled"], ["h_out"]),
+            n("SequenceInsert", ["acc_in", "scaled"], ["acc_out"]),
+        ],
+        [t("i", INT64, []), t("cond_in", BOOL, []), t("h_in", FLOAT, ["M"]), seq("acc_in", FLOAT, ["M"])],
+        [t("cond_out", BOOL, []), t("h_out", FLOAT, ["M"]), seq("acc_out", FLOAT, ["M"])],
+    )
+    return Program(
+        [
+            n("SequenceEmpty", [], ["empty"], dtype=FLOAT),
+            n("Shape", ["x"], ["xs"]),
+            n("Gather", ["xs", "zero"], ["trips"], axis=0),
+            helper.make_node("Loop", ["trips", "", "h0", "empty"], ["h", "acc"], name="collect", body=b),
+            n("SequenceInsert", ["acc", "h"], ["acc2"]),
+            n("ConcatFromSequence", ["acc2"], ["y"], axis=0, new_axis=1),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("h0", FLOAT, ["M"])],
+        [t("y", FLOAT, [None, "M"]), t("h", FLOAT, ["M"])],
+        [{"x": _x(4, 3), "h0": _x(3)}, {"x": _x(0, 3), "h0": _x(3)}, {"x": _x(2, 0), "h0": _x(0)}],
+        [const("zero", 0, np.int64)],
+        min_opset=13,
+    )
+
+
+def loop_carried_edits() -> Program:
+    """A carried list the body reads (SequenceAt, SequenceLength) and edits (erase the
+    first, append the sum): carried as its [n, *elem] tensor."""
+    b = body(
+        [
+            n("SequenceAt", ["s_in", "zero"], ["first"]),
+            n("SequenceErase", ["s_in", "zero"], ["rest"]),
+            n("Add", ["first", "first"], ["twice"]),
+            n("SequenceInsert", ["rest", "twice"], ["s_out"]),
+            n("SequenceLength", ["s_out"], ["len"]),
+            n("Less", ["i", "len"], ["cond_out"]),
+        ],
+        [t("i", INT64, []), t("cond_in", BOOL, []), seq("s_in", FLOAT, ["M"])],
+        [t("cond_out", BOOL, []), seq("s_out", FLOAT, ["M"]), t("len", INT64, [])],
+    )
+    return Program(
+        [
+            n("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+            helper.make_node("Loop", ["trips", "", "rows"], ["out", "lens"], name="rotate", body=b),
+            n("ConcatFromSequence", ["out"], ["y"], axis=0),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("trips", INT64, [])],
+        [t("y", FLOAT, [None]), t("lens", INT64, [None])],
+        [{"x": _x(3, 2), "trips": np.array(5)}, {"x": _x(2, 0), "trips": np.array(1)}],
+        [const("zero", 0, np.int64)],
+        min_opset=13,
+    )
+
+
+def if_branches() -> Program:
+    """An If whose branches return lists of different lengths, elements of one shape."""
+    return Program(
+        [
+            helper.make_node(
+                "If", ["c"], ["s"], name="pick",
+                then_branch=body([n("SplitToSequence", ["x"], ["a"], axis=0, keepdims=0)], [], [seq("a", FLOAT, ["M"])]),
+                else_branch=body([n("SequenceConstruct", ["r", "r", "r"], ["b"])], [], [seq("b", FLOAT, ["M"])]),
+            ),
+            n("SequenceLength", ["s"], ["count"]),
+            n("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1),
+        ],
+        [t("c", BOOL, []), t("x", FLOAT, ["N", "M"]), t("r", FLOAT, ["M"])],
+        [t("count", INT64, []), t("y", FLOAT, [None, "M"])],
+        [{"c": np.array(True), "x": _x(4, 2), "r": _x(2)}, {"c": np.array(False), "x": _x(4, 2), "r": _x(2)},
+         {"c": np.array(True), "x": _x(0, 2), "r": _x(2)}],
+        min_opset=13,  # If returns sequences from opset 13
+    )
+
+
+def sequence_map() -> Program:
+    """SequenceMap over unbound rows: scan outputs of one shape, a dtype change and a
+    captured tensor; no row at all gives empty outputs."""
+    b = body(
+        [n("Add", ["e", "bias"], ["shifted"]), n("Cast", ["shifted"], ["as_int"], to=INT64),
+         n("ReduceSum", ["e", "ax0"], ["total"], keepdims=1)],
+        [t("e", FLOAT, ["M"]), t("bias", FLOAT, ["M"])],
+        [t("as_int", INT64, ["M"]), t("total", FLOAT, [1])],
+        [const("ax0", [0], np.int64)],
+    )
+    return Program(
+        [
+            n("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+            helper.make_node("SequenceMap", ["rows", "bias"], ["ints", "totals"], name="map", body=b),
+            n("ConcatFromSequence", ["ints"], ["y"], axis=0, new_axis=1),
+            n("ConcatFromSequence", ["totals"], ["z"], axis=0),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("bias", FLOAT, ["M"])],
+        [t("y", INT64, [None, "M"]), t("z", FLOAT, [None])],
+        [{"x": _x(3, 2), "bias": _x(2)}, {"x": _x(0, 2), "bias": _x(2)}, {"x": _x(2, 0), "bias": _x(0)}],
+        min_opset=17,
+    )
+
+
+PROGRAMS: dict[str, Callable[[], Program]] = {
+    f.__name__: f
+    for f in (unbind_read_stack, equal_chunks, construct_insert_erase, strings, float16, loop_append_once,
+              loop_carried_edits, if_branches, sequence_map)
+}
+CASES = [(name, opset) for name, f in PROGRAMS.items() for opset in OPSETS if opset >= f().min_opset]
+
+
+@pytest.mark.parametrize(("name", "opset"), CASES, ids=[f"{a}-{b}" for a, b in CASES])
+def test_stacked_program_lowers_and_matches(name, opset):
+    p = PROGRAMS[name]()
+    m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
+    _, report = lower_checked(m, inputs=p.feeds)
+    intos = {r["into"] for r in report.rewrites if r["op"] not in ("SequenceLength",) or r["into"] != "folded"}
+    assert "stacked" in intos and "flat" not in intos, report.rewrites
+
+
+def test_append_once_is_a_scan_output_and_carried_edits_carry_the_stack():
+    p = loop_append_once()
+    m = model(p.nodes, p.inputs, p.outputs, opset=18, initializer=p.inits, ir_version=IR_FOR_OPSET[18])
+    _, report = lower_checked(m, inputs=p.feeds)
+    assert ("SequenceInsert", "append as a Loop scan output") in {(r["op"], r["how"]) for r in report.rewrites}
+    p = loop_carried_edits()
+    m = model(p.nodes, p.inputs, p.outputs, opset=18, initializer=p.inits, ir_version=IR_FOR_OPSET[18])
+    _, report = lower_checked(m, inputs=p.feeds)
+    assert ("Loop", "Loop carrying [n, *elem]") in {(r["op"], r["how"]) for r in report.rewrites}
