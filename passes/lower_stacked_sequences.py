@@ -47,13 +47,14 @@ __all__ = ["LowerStackedSequencesPass"]
 class LowerStackedSequencesPass(ir.passes.InPlacePass):
     """Rewrite every Stacked web into ``[n, *elem]`` tensors."""
 
-    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto") -> None:
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", stacked: bool = True) -> None:
         super().__init__()
         self.max_unroll = max_unroll
         self.keepdims_policy = keepdims_policy
+        self.stacked = stacked
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy)
+        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, stacked=self.stacked)
         if not any(w.stacked for w in analysis.webs):
             return ir.passes.PassResult(model, False)
         lw = _Lowerer(model, analysis, self.keepdims_policy)

@@ -323,8 +323,9 @@ def split_squeezes(node: ir.Node, sizes: Sequence[int], x_shape: ir.Shape | None
 
 
 class _Analyzer:
-    def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str) -> None:
+    def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str, stacked: bool = True) -> None:
         self.model = model
+        self.allow_stacked = stacked
         self.max_unroll = max_unroll
         self.policy = keepdims_policy
         self.result = Analysis()
@@ -819,7 +820,7 @@ class _Analyzer:
                 continue
             web.repr = "flat"
             self.result.layout_of.update(layouts)
-            stacked = self._stacked_shapes(values, layout_graph)
+            stacked = self._stacked_shapes(values, layout_graph) if self.allow_stacked else None
             if stacked is not None:
                 web.repr = "stacked"
                 self.result.stacked_shape.update(stacked)
@@ -1084,6 +1085,7 @@ def _loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
     return c is not None and bool(c.reshape(()))
 
 
-def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto") -> Analysis:
-    """Compute SeqInfo for every sequence value and one decision per web."""
-    return _Analyzer(model, max_unroll, keepdims_policy).run()
+def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto", stacked: bool = True) -> Analysis:
+    """Compute SeqInfo for every sequence value and one decision per web (``stacked``
+    False: dynamic webs are all Flat, the universal representation)."""
+    return _Analyzer(model, max_unroll, keepdims_policy, stacked).run()

@@ -29,6 +29,9 @@ DEFAULT_MAX_UNROLL = 64
 class LowerOptions:
     max_unroll: int = DEFAULT_MAX_UNROLL
     keepdims_policy: str = "auto"
+    # False: every dynamic sequence takes the Flat representation, even where the
+    # elements share one shape (Stacked); for comparisons and debugging.
+    stacked: bool = True
 
 
 @dataclass
@@ -70,8 +73,8 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
-            LowerStackedSequencesPass(options.max_unroll, options.keepdims_policy),
-            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy),
+            LowerStackedSequencesPass(options.max_unroll, options.keepdims_policy, options.stacked),
+            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.stacked),
             CleanUpGraphPass(),
         ],
         steps=MAX_ROUNDS,
@@ -92,7 +95,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     proto = to_proto(model)
     _check(proto)
-    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy)
+    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, stacked=options.stacked)
     why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
     for op in inventory.ops:
@@ -163,7 +166,7 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
 
     options = options or LowerOptions()
     model = _run_passes([InferSequenceShapesPass(options.keepdims_policy)], model)
-    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy)
+    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, stacked=options.stacked)
     webs = {id(w): i for i, w in enumerate(analysis.webs)}
     out = []
     for web in analysis.webs:

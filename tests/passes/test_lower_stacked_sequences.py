@@ -228,3 +228,14 @@ def test_append_once_is_a_scan_output_and_carried_edits_carry_the_stack():
     m = model(p.nodes, p.inputs, p.outputs, opset=18, initializer=p.inits, ir_version=IR_FOR_OPSET[18])
     _, report = lower_checked(m, inputs=p.feeds)
     assert ("Loop", "Loop carrying [n, *elem]") in {(r["op"], r["how"]) for r in report.rewrites}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_the_same_programs_lower_flat_when_stacked_is_off(name):
+    # Two representations of one program, each checked against the original.
+    p = PROGRAMS[name]()
+    opset = max(18, p.min_opset)
+    m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
+    _, report = lower_checked(m, inputs=p.feeds, stacked=False)
+    intos = {r["into"] for r in report.rewrites}
+    assert "flat" in intos and "stacked" not in intos
