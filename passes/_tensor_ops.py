@@ -8,7 +8,7 @@ import onnx_ir as ir
 
 from seqlower.builder import Builder
 
-__all__ = ["INT64", "MAX_INT64", "Ops"]
+__all__ = ["INT64", "MAX_INT64", "Ops", "split_rank"]
 
 INT64 = ir.DataType.INT64
 MAX_INT64 = int(np.iinfo(np.int64).max)
@@ -117,3 +117,27 @@ class Ops:
 
 
 # -- rules --------------------------------------------------------------------------------
+
+    def split_sizes(self, d: ir.Value, d1: ir.Value, split: ir.Value | None, base: str) -> tuple[ir.Value, str]:
+        """SplitToSequence's chunk sizes as an int64 [n] tensor, for a split dim ``d``
+        (scalar; ``d1`` as [1]) known only at run time, and how they were made."""
+        if split is None:
+            return self.op("Expand", [self.ints([1]), d1], f"{base}_sizes"), "chunks of 1"
+        if split_rank(split) == 0:
+            k = split if split.dtype == INT64 else self.op("Cast", [split], f"{base}_k64", dtype=INT64, to=INT64)
+            k1 = self.op("Sub", [k, self.scalar(1)], f"{base}_km1")
+            count = self.op("Div", [self.op("Add", [d, k1], f"{base}_dk"), k], f"{base}_count")
+            starts = self.op("Mul", [self.op("Range", [self.scalar(0), count, self.scalar(1)], f"{base}_idx", dtype=INT64), k], f"{base}_starts")
+            rest = self.op("Sub", [d, starts], f"{base}_rest")
+            short = self.op("Less", [rest, k], f"{base}_short", dtype=ir.DataType.BOOL)
+            return self.op("Where", [short, rest, k], f"{base}_sizes"), "run-time chunks of k"
+        sizes = split if split.dtype == INT64 else self.op("Cast", [split], f"{base}_split64", dtype=INT64, to=INT64)
+        return sizes, "run-time split sizes"
+
+
+def split_rank(split: ir.Value) -> int:
+    """The rank of SplitToSequence's ``split`` (0: chunks of k; 1: sizes)."""
+    c = ir.convenience.get_const_tensor(split)
+    shape = ir.Shape(c.shape) if c is not None else split.shape
+    assert shape is not None, "the analysis keeps splits of unknown rank Flat-blocked"
+    return shape.rank()

@@ -92,14 +92,14 @@ class FlatSeq:
 class LowerFlatSequencesPass(ir.passes.InPlacePass):
     """Rewrite every Flat web (see ``seqlower.analysis``) into tensor ops."""
 
-    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", stacked: bool = True) -> None:
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True) -> None:
         super().__init__()
         self.max_unroll = max_unroll
         self.keepdims_policy = keepdims_policy
-        self.stacked = stacked
+        self.packed = packed
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, stacked=self.stacked)
+        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed)
         if not any(w.flat for w in analysis.webs):
             return ir.passes.PassResult(model, False)
         lw = _Lowerer(model, analysis, self.keepdims_policy)
@@ -482,20 +482,7 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     d1 = o.slice(xs, o.ints([a]), o.ints([a + 1]), [0], f"{base}_dim1")
     d = o.reshape(d1, o.ints([]), f"{base}_dim")
     split = node.inputs[1] if len(node.inputs) > 1 else None
-    if split is None:
-        sizes = o.op("Expand", [o.ints([1]), d1], f"{base}_sizes")
-        how = "chunks of 1"
-    elif _split_rank(split) == 0:
-        k = split if split.dtype == INT64 else o.op("Cast", [split], f"{base}_k64", dtype=INT64, to=INT64)
-        count = o.op("Div", [o.op("Add", [d, o.op("Sub", [k, o.scalar(1)], f"{base}_km1")], f"{base}_dk"), k], f"{base}_count")
-        starts = o.op("Mul", [o.op("Range", [o.scalar(0), count, o.scalar(1)], f"{base}_idx", dtype=INT64), k], f"{base}_starts")
-        rest = o.op("Sub", [d, starts], f"{base}_rest")
-        short = o.op("Less", [rest, k], f"{base}_short", dtype=ir.DataType.BOOL)
-        sizes = o.op("Where", [short, rest, k], f"{base}_sizes")
-        how = "run-time chunks of k"
-    else:
-        sizes = split if split.dtype == INT64 else o.op("Cast", [split], f"{base}_split64", dtype=INT64, to=INT64)
-        how = "run-time split sizes"
+    sizes, how = o.split_sizes(d, d1, split, base)
     n1 = o.shape(sizes, f"{base}_n1")
     pre = o.slice(xs, o.ints([0]), o.ints([a]), [0], f"{base}_pre")
     post = o.slice(xs, o.ints([a + 1]), o.ints([r]), [0], f"{base}_post")
@@ -543,13 +530,6 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
         how += ", Gather through a permutation"
     lw.make(out, values, shapes, ranks, o, x.dtype)
     return how
-
-
-def _split_rank(split: ir.Value) -> int:
-    c = ir.convenience.get_const_tensor(split)
-    shape = ir.Shape(c.shape) if c is not None else split.shape
-    assert shape is not None, "the analysis keeps splits of unknown rank"
-    return shape.rank()
 
 
 def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:

@@ -153,8 +153,9 @@ def _same_array(x: np.ndarray, y: np.ndarray) -> bool:
 class Web:
     """Sequence values that must share one representation, and the decision.
 
-    ``repr`` is ``unrolled`` (static), ``stacked`` (dynamic, every element of one shape:
-    one ``[n, *elem]`` tensor), ``flat`` (dynamic: values + shapes tensors) or ``kept``
+    ``repr`` is ``unrolled`` (static), ``packed`` (dynamic, each sequence one tensor:
+    Stacked ``[n, *elem]`` where every element has one shape, Ragged ``data`` + ``lengths``
+    where they differ along one axis), ``flat`` (dynamic: values + shapes tensors) or ``kept``
     (left as sequences); ``reason`` says why a web is not Unrolled.
     """
 
@@ -171,8 +172,8 @@ class Web:
         return self.repr == "flat"
 
     @property
-    def stacked(self) -> bool:
-        return self.repr == "stacked"
+    def packed(self) -> bool:
+        return self.repr == "packed"
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,10 @@ class Analysis:
     web_of: dict[ir.Value, Web] = field(default_factory=dict)
     graph_of: dict[ir.Value, str] = field(default_factory=dict)
     layout_of: dict[ir.Value, Layout] = field(default_factory=dict)
-    # Stacked values: the one element shape (numbers and model-input dims only).
+    # Packed values: Stacked ones' element shape (numbers and model-input dims only), and
+    # Ragged ones' varying axis and element shape (None along that axis).
     stacked_shape: dict[ir.Value, ir.Shape] = field(default_factory=dict)
+    ragged: dict[ir.Value, tuple[int, ir.Shape]] = field(default_factory=dict)
 
     def unrolled(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].unrolled
@@ -201,8 +204,8 @@ class Analysis:
     def flat(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].flat
 
-    def stacked(self, v: ir.Value | None) -> bool:
-        return v is not None and v in self.web_of and self.web_of[v].stacked
+    def packed(self, v: ir.Value | None) -> bool:
+        return v is not None and v in self.web_of and self.web_of[v].packed
 
 
 # -- helpers shared with the lowerings ---------------------------------------------------
@@ -323,9 +326,9 @@ def split_squeezes(node: ir.Node, sizes: Sequence[int], x_shape: ir.Shape | None
 
 
 class _Analyzer:
-    def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str, stacked: bool = True) -> None:
+    def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str, packed: bool = True) -> None:
         self.model = model
-        self.allow_stacked = stacked
+        self.allow_packed = packed
         self.max_unroll = max_unroll
         self.policy = keepdims_policy
         self.result = Analysis()
@@ -764,17 +767,19 @@ class _Analyzer:
         # input's elements all have the declared shape, an output shape of numbers and
         # model-input dims is the same for every element; otherwise the body's symbolic
         # dims name per-iteration sizes and, outside, only numbers hold.
-        inputs_exact = all(
-            (s := self.result.info.get(v)) is not None and s.uniform and s.elem_shape == bi.shape
+        inputs_match = all(
+            self._declared_matches(bi.shape, self.result.info.get(v))
             for v, bi in zip(node.inputs, body.inputs) if v is not None and v in self.result.info
         )
         for out, bo in zip(node.outputs, body.outputs):
             dtype = bo.dtype
-            uniform = inputs_exact and bo.shape is not None and _anchored_shape(bo.shape, self._anchored)
-            if uniform:
-                shape = bo.shape
-            else:
-                shape = None if bo.shape is None else ir.Shape([d if isinstance(d, int) else None for d in bo.shape.dims])
+            uniform = inputs_match and bo.shape is not None and _anchored_shape(bo.shape, self._anchored)
+            shape = None
+            if bo.shape is not None:
+                shape = ir.Shape([
+                    d if isinstance(d, int) or (inputs_match and _anchored_shape(ir.Shape([d]), self._anchored)) else None
+                    for d in bo.shape.dims
+                ])
             if n is None:
                 self._set(out, SeqInfo.unknown(dtype, shape, uniform), label)
             else:
@@ -782,6 +787,18 @@ class _Analyzer:
         # One web (Unrolled needs every input unrolled), but each input and output keeps
         # its own Flat layout: the body may change ranks.
         self._link([*node.inputs, *node.outputs], layout=False)
+
+    def _declared_matches(self, declared: ir.Shape | None, info: SeqInfo | None) -> bool:
+        """Whether a body input's declared shape holds for every element of the sequence
+        bound to it: same rank, and each declared size (a number or a model-input dim) is
+        the elements' size there. The body's inferred shapes rest on the declared ones."""
+        if info is None or info.elem_shape is None or declared is None or declared.rank() != info.elem_shape.rank():
+            return info is not None and info.length == 0
+        for d, e in zip(declared.dims, info.elem_shape.dims):
+            named = isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value is not None)
+            if named and not (d == e and _anchored_shape(ir.Shape([e]), self._anchored)):
+                return False
+        return True
 
     # decisions -------------------------------------------------------------------------
 
@@ -820,45 +837,76 @@ class _Analyzer:
                 continue
             web.repr = "flat"
             self.result.layout_of.update(layouts)
-            stacked = self._stacked_shapes(values, layout_graph) if self.allow_stacked else None
-            if stacked is not None:
-                web.repr = "stacked"
-                self.result.stacked_shape.update(stacked)
+            if self.allow_packed and self._pack(values, layout_graph):
+                web.repr = "packed"
 
-    def _stacked_shapes(self, values: list[ir.Value], layout_graph: nx.Graph) -> dict[ir.Value, ir.Shape] | None:
-        """One element shape per layout group when every element of every value in the
-        web provably has it: numbers and model-input dims (one size for the whole run),
-        which the lowering can also build for an empty sequence. The model boundary
-        stays Flat (the ABI), and so does a Loop whose carried tensors' declared shapes
-        are not the same going in and coming out (they would not prove anything)."""
+    def _pack(self, values: list[ir.Value], layout_graph: nx.Graph) -> bool:
+        """Whether every layout group of the web can be one tensor per sequence value, and
+        how (recorded in ``stacked_shape`` / ``ragged``).
+
+        Stacked: every element of every value has one shape, made of numbers and
+        model-input dims (one size for the whole run, so even an empty sequence knows
+        it). Ragged: the elements differ along one axis only, the other dims being such
+        sizes; the group's splits are along that axis and its concats join along it.
+        The model boundary stays Flat (the ABI), and so does a Loop whose carried
+        tensors' declared shapes are not the same going in and coming out (the shapes
+        inference derived from them would prove nothing)."""
         boundary = {*self.model.graph.inputs, *self.model.graph.outputs}
-        anchored = self._anchored
-        out: dict[ir.Value, ir.Shape] = {}
         order = self._order.__getitem__
+        stacked: dict[ir.Value, ir.Shape] = {}
+        ragged: dict[ir.Value, tuple[int, ir.Shape]] = {}
         for group in nx.connected_components(layout_graph.subgraph(values)):
             group_values = sorted(group, key=order)
-            shape: ir.Shape | None = None
+            shapes: list[ir.Shape] = []
             for v in group_values:
                 if v in boundary:
-                    return None
+                    return False
                 p = v.producer()
                 if p is not None and p.op_type == "Loop" and not loop_shapes_consistent(p):
-                    return None
+                    return False
                 info = self.result.info.get(v)
-                if info is None:
+                if info is None or (info.length != 0 and info.elem_shape is None):
+                    return False
+                if info.length != 0:
+                    assert info.elem_shape is not None
+                    shapes.append(info.elem_shape)
+            if not shapes or any(s.rank() != shapes[0].rank() for s in shapes):
+                return False
+            infos = [self.result.info[v] for v in group_values if self.result.info[v].length != 0]
+            if all(i.uniform for i in infos) and all(s == shapes[0] for s in shapes) and _anchored_shape(shapes[0], self._anchored):
+                stacked.update(dict.fromkeys(group_values, shapes[0]))
+                continue
+            axis = self._ragged_axis(group_values, shapes)
+            if axis is None:
+                return False
+            merged = ir.Shape([None if i == axis else d for i, d in enumerate(shapes[0].dims)])
+            ragged.update(dict.fromkeys(group_values, (axis, merged)))
+        self.result.stacked_shape.update(stacked)
+        self.result.ragged.update(ragged)
+        return True
+
+    def _ragged_axis(self, values: list[ir.Value], shapes: list[ir.Shape]) -> int | None:
+        """The one axis along which a group's elements may differ, or None."""
+        rank = shapes[0].rank()
+        varying = [
+            i for i in range(rank)
+            if not (all(s.dims[i] == shapes[0].dims[i] for s in shapes) and _anchored_shape(ir.Shape([shapes[0].dims[i]]), self._anchored))
+        ]
+        if len(varying) != 1:
+            return None
+        axis = varying[0]
+        for v in values:
+            p = v.producer()
+            if p is not None and p.op_type == "SplitToSequence" and is_default_domain(p):
+                x = p.inputs[0]
+                if x is None or x.shape is None or _int_attr(p, "axis", 0) % x.shape.rank() != axis:
                     return None
-                if info.length == 0:
-                    continue
-                if not info.uniform or info.elem_shape is None or not _anchored_shape(info.elem_shape, anchored):
+                if dynamic_split_squeezes(p, self.policy) is not False:
                     return None
-                if shape is None:
-                    shape = info.elem_shape
-                elif shape != info.elem_shape:
+            for use in _users(v):
+                if use.op_type == "ConcatFromSequence" and (_int_attr(use, "new_axis", 0) or _int_attr(use, "axis", 0) % rank != axis):
                     return None
-            if shape is None:
-                return None
-            out.update(dict.fromkeys(group_values, shape))
-        return out
+        return axis
 
     def _unroll_blocker(self, values: list[ir.Value]) -> str | None:
         hard = next((self.blockers[v] for v in values if v in self.hard), None)
@@ -1085,7 +1133,7 @@ def _loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
     return c is not None and bool(c.reshape(()))
 
 
-def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto", stacked: bool = True) -> Analysis:
-    """Compute SeqInfo for every sequence value and one decision per web (``stacked``
+def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True) -> Analysis:
+    """Compute SeqInfo for every sequence value and one decision per web (``packed``
     False: dynamic webs are all Flat, the universal representation)."""
-    return _Analyzer(model, max_unroll, keepdims_policy, stacked).run()
+    return _Analyzer(model, max_unroll, keepdims_policy, packed).run()

@@ -31,7 +31,7 @@ class LowerOptions:
     keepdims_policy: str = "auto"
     # False: every dynamic sequence takes the Flat representation, even where the
     # elements share one shape (Stacked); for comparisons and debugging.
-    stacked: bool = True
+    packed: bool = True
 
 
 @dataclass
@@ -63,7 +63,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.infer_sequence_shapes import InferSequenceShapesPass
     from passes.lower_flat_sequences import LowerFlatSequencesPass
     from passes.lower_optionals import LowerOptionalsPass
-    from passes.lower_stacked_sequences import LowerStackedSequencesPass
+    from passes.lower_packed_sequences import LowerPackedSequencesPass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 
     rounds = ir.passes.PassManager(
@@ -73,8 +73,8 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
-            LowerStackedSequencesPass(options.max_unroll, options.keepdims_policy, options.stacked),
-            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.stacked),
+            LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
+            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
             CleanUpGraphPass(),
         ],
         steps=MAX_ROUNDS,
@@ -95,7 +95,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     proto = to_proto(model)
     _check(proto)
-    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, stacked=options.stacked)
+    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
     for op in inventory.ops:
@@ -166,7 +166,7 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
 
     options = options or LowerOptions()
     model = _run_passes([InferSequenceShapesPass(options.keepdims_policy)], model)
-    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, stacked=options.stacked)
+    analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     webs = {id(w): i for i, w in enumerate(analysis.webs)}
     out = []
     for web in analysis.webs:
@@ -180,19 +180,22 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
                     "producer": node_label(producer) if producer is not None else "graph input",
                     "web": webs[id(web)],
                     "info": info.to_json() if info is not None else None,
-                    "lowering": _lowering_label(web, analysis.layout_of.get(v), analysis.stacked_shape.get(v)),
+                    "lowering": _lowering_label(web, analysis.layout_of.get(v), analysis.stacked_shape.get(v), analysis.ragged.get(v)),
                     "reason": web.reason,
                 }
             )
     return out
 
 
-def _lowering_label(web: Any, layout: Any, stacked: Any) -> str:
+def _lowering_label(web: Any, layout: Any, stacked: Any, ragged: Any) -> str:
     if web.unrolled:
         return "unrolled (static)"
-    if web.stacked:
+    if web.packed and stacked is not None:
         dims = ", ".join(str(d) if isinstance(d, int) else str(d.value) for d in stacked.dims)
         return f"stacked ([n, {dims}])" if dims else "stacked ([n])"
+    if web.packed:
+        axis, _ = ragged
+        return f"ragged (data + lengths along axis {axis})"
     if web.flat:
         ranks = ", with ranks" if layout is not None and layout.ranked else ""
         return f"flat (values + shapes [n, {layout.width if layout else '?'}]{ranks})"

@@ -69,7 +69,7 @@ def lower_checked(
     max_unroll: int = 64,
     tensor_only: bool = True,
     dims: dict[str, int] | None = None,
-    stacked: bool = True,
+    packed: bool = True,
 ):
     """Lower ``m`` and hold the result to the Stage 2 promises: tensor-only, passes the
     full checker, keeps opset and IR version, byte-identical across runs and a fixpoint
@@ -80,7 +80,7 @@ def lower_checked(
     from seqlower.model_io import to_proto
 
     original = m.SerializeToString()
-    low_ir, report = lower_with_report(load_model(m), _options(max_unroll, policy, stacked))
+    low_ir, report = lower_with_report(load_model(m), _options(max_unroll, policy, packed))
     low = to_proto(low_ir)
     assert m.SerializeToString() == original, "lowering modified its input"
     onnx.checker.check_model(low, full_check=True)
@@ -90,9 +90,9 @@ def lower_checked(
         inv = take_inventory(low)
         assert inv.clean, [o.op_type for o in inv.ops] + [v.name for v in inv.values]
         assert report.tensor_only, report.remaining
-    again = to_proto(lower_with_report(load_model(m), _options(max_unroll, policy, stacked))[0])
+    again = to_proto(lower_with_report(load_model(m), _options(max_unroll, policy, packed))[0])
     assert again.SerializeToString() == low.SerializeToString(), "lowering is not deterministic"
-    twice = to_proto(lower_with_report(load_model(low), _options(max_unroll, policy, stacked))[0])
+    twice = to_proto(lower_with_report(load_model(low), _options(max_unroll, policy, packed))[0])
     assert twice.SerializeToString() == low.SerializeToString(), "lowering a lowered model changed it"
     for backend in backends:
         rep = verify(m, low, inputs=inputs, backend=backend, keepdims_policy=policy, dims=dims)
@@ -106,10 +106,10 @@ def lower_checked(
     return low, report
 
 
-def _options(max_unroll: int, policy: str, stacked: bool = True):
+def _options(max_unroll: int, policy: str, packed: bool = True):
     from seqlower import LowerOptions
 
-    return LowerOptions(max_unroll=max_unroll, keepdims_policy=policy, stacked=stacked)
+    return LowerOptions(max_unroll=max_unroll, keepdims_policy=policy, packed=packed)
 
 
 def ops_of(m: onnx.ModelProto) -> list[str]:

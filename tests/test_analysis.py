@@ -58,7 +58,7 @@ def test_unbind_over_a_dynamic_dim_squeezes_by_policy(policy, squeezed):
     u = info["u"]
     assert u.length is None and u.uniform
     assert u.elem_shape == (ir.Shape([5]) if squeezed else ir.Shape([1, 5]))
-    assert a.webs[0].stacked and a.stacked_shape[a.webs[0].values[0]] == u.elem_shape
+    assert a.webs[0].packed and a.stacked_shape[a.webs[0].values[0]] == u.elem_shape
 
 
 def test_insert_into_empty_keeps_exact_shapes_and_constants():

@@ -267,18 +267,19 @@ def test_inspect_shows_lengths_shapes_and_decisions(capsys, seq_model):
     doc = json.loads(out)
     chunks = next(s for s in doc["sequences"] if s["name"] == "chunks")
     assert chunks["info"]["length"] == 3 and chunks["info"]["shapes"] == [[1, 4], [2, 4], [3, 4]]
-    assert chunks["lowering"] == "flat (values + shapes [n, 2])" and "more than --max-unroll 2" in chunks["reason"]
+    # Chunks that differ along axis 0 only: Ragged.
+    assert chunks["lowering"] == "ragged (data + lengths along axis 0)" and "more than --max-unroll 2" in chunks["reason"]
     code, out, _ = cli(capsys, "inspect", seq_model, "--max-unroll", "2")
-    assert "flat (values + shapes [n, 2]): 'chunks' has 3 elements, more than --max-unroll 2" in out and "kept" not in out
+    assert "ragged (data + lengths along axis 0): 'chunks' has 3 elements, more than --max-unroll 2" in out and "kept" not in out
 
 
-def test_lower_past_max_unroll_goes_flat_and_verifies(capsys, tmp_path, seq_model):
+def test_lower_past_max_unroll_goes_ragged_and_verifies(capsys, tmp_path, seq_model):
     report = tmp_path / "r.json"
     code, out, _ = cli(capsys, "lower", seq_model, "-o", tmp_path / "o.onnx", "--report", report, "--max-unroll", "2", "--verify")
     doc = json.loads(report.read_text())
     assert code == 0 and doc["tensor_only"], out
     assert any(r["op"] == "SequenceLength" and r["how"] == "folded" for r in doc["rewrites"])
-    assert {r["op"] for r in doc["rewrites"] if r["into"] == "flat"} == {
+    assert {r["op"] for r in doc["rewrites"] if r["into"] == "ragged"} == {
         "SplitToSequence", "SequenceInsert", "SequenceErase", "SequenceMap", "ConcatFromSequence"}
     assert cli(capsys, "check", tmp_path / "o.onnx")[0] == 0
 

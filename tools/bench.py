@@ -114,7 +114,7 @@ def run_time() -> None:
     m = build_dynamic()
     models = {"original": m}
     for label, stacked in (("flat", False), ("stacked", True)):
-        low, report = lower_with_report(load_model(m), LowerOptions(stacked=stacked))
+        low, report = lower_with_report(load_model(m), LowerOptions(packed=stacked))
         assert report.tensor_only and {r["into"] for r in report.rewrites} <= {label, "constant"}, report.rewrites
         models[label] = to_proto(low)
     sessions = {k: ort.InferenceSession(v.SerializeToString(), providers=["CPUExecutionProvider"]) for k, v in models.items()}

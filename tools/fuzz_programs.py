@@ -26,7 +26,7 @@ from tests.program_generator import generate  # noqa: E402
 def main() -> int:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     seed0 = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    failures, ops = 0, Counter()
+    failures, ops, reprs = 0, Counter(), Counter()
     start = time.perf_counter()
     for k in range(count):
         rng = random.Random(seed0 + k)
@@ -37,7 +37,9 @@ def main() -> int:
         m, feeds = generate(draw)
         ops.update(n.op_type for n in m.graph.node)
         try:
-            low = to_proto(lower_with_report(load_model(m), LowerOptions())[0])
+            low_ir, report = lower_with_report(load_model(m), LowerOptions())
+            reprs.update({r["into"] for r in report.rewrites})
+            low = to_proto(low_ir)
             problems = [] if take_inventory(low).clean else ["not tensor-only"]
             for backend in ("reference", "onnxruntime"):
                 rep = verify(m, low, inputs=[feeds], backend=backend)
@@ -51,6 +53,7 @@ def main() -> int:
     elapsed = time.perf_counter() - start
     print(f"{count} programs, {failures} failures, {elapsed:.1f} s ({1000 * elapsed / max(count, 1):.0f} ms each)")
     print("top-level ops drawn:", dict(ops.most_common()))
+    print("programs using each representation:", dict(reprs.most_common()))
     return 1 if failures else 0
 
 

@@ -1,8 +1,10 @@
-"""The Stacked lowering: webs whose elements provably share one shape (numbers and
-model-input dims) become one ``[n, *elem]`` tensor. Every program runs at every opset it
-exists in, must come out tensor-only with its sequence ops lowered *stacked* (not Flat),
-and equal the original on both backends (onnxruntime with its optimizer on and off) over
-inputs with empty sequences, zero-size dims and negative positions."""
+"""The packed lowerings: webs whose elements provably share one shape (numbers and
+model-input dims) become one ``[n, *elem]`` tensor (Stacked); webs whose elements differ
+along one axis become that axis' concatenation and the lengths (Ragged). Every program
+runs at every opset it exists in, must come out tensor-only with its sequence ops lowered
+the packed way it is meant to (not Flat), and equal the original on both backends
+(onnxruntime with its optimizer on and off) over inputs with empty sequences, zero-size
+dims and negative positions."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from onnx import TensorProto, helper
 
 from tests.helpers import BOOL, FLOAT, INT32, INT64, STRING, body, const, lower_checked, model, seq, t
 from tests.passes.patterns import IR_FOR_OPSET, OPSETS
+from tests.passes.test_lower_flat_sequences import PROGRAMS as FLAT_PROGRAMS
 from tests.passes.test_lower_flat_sequences import Program, _x, n
 
 F16 = TensorProto.FLOAT16
@@ -202,10 +205,122 @@ def sequence_map() -> Program:
     )
 
 
+def ragged_split_edit_join(dtype=FLOAT, np_dtype=np.float32) -> Program:
+    """Run-time split sizes along axis 0 (zero entries), an element read at a negative
+    run-time position, one inserted at a run-time position and one erased, joined back."""
+    def data(k, m):
+        if dtype != STRING:
+            return _x(k, m).astype(np_dtype)
+        a = np.empty((k, m), dtype=object)
+        for i, j in np.ndindex(k, m):
+            a[i, j] = f"s{i}{j}"
+        return a
+    return Program(
+        [
+            n("SplitToSequence", ["x", "sizes"], ["parts"], axis=0),
+            n("SequenceAt", ["parts", "p"], ["part"]),
+            n("SequenceInsert", ["parts", "extra", "q"], ["more"]),
+            n("SequenceErase", ["more", "p"], ["fewer"]),
+            n("SequenceErase", ["fewer"], ["fewest"]),
+            n("ConcatFromSequence", ["fewest"], ["joined"], axis=0),
+            n("SequenceLength", ["fewest"], ["count"]),
+        ],
+        [t("x", dtype, ["N", "M"]), t("sizes", INT64, ["K"]), t("extra", dtype, ["E", "M"]), t("p", INT64, []), t("q", INT32, [])],
+        [t("part", dtype, [None, "M"]), t("joined", dtype, [None, "M"]), t("count", INT64, [])],
+        [
+            {"x": data(6, 2), "sizes": np.array([1, 0, 3, 2]), "extra": data(2, 2), "p": np.array(-1), "q": np.array(1, np.int32)},
+            {"x": data(3, 0), "sizes": np.array([3, 0]), "extra": data(1, 0), "p": np.array(0), "q": np.array(-2, np.int32)},
+            {"x": data(0, 3), "sizes": np.array([0, 0]), "extra": data(0, 3), "p": np.array(1), "q": np.array(0, np.int32)},
+        ],
+    )
+
+
+def ragged_strings() -> Program:
+    return ragged_split_edit_join(STRING, object)
+
+
+def ragged_float16() -> Program:
+    return ragged_split_edit_join(F16, np.float16)
+
+
+def ragged_chunks_of_k() -> Program:
+    """A run-time scalar split along the last axis (uneven last chunk), joined back along
+    -1 and read; chunk count from SequenceLength."""
+    return Program(
+        [
+            n("SplitToSequence", ["x", "k"], ["chunks"], axis=-1),
+            n("SequenceAt", ["chunks", "minus1"], ["last"]),
+            n("SequenceLength", ["chunks"], ["count"]),
+            n("ConcatFromSequence", ["chunks"], ["back"], axis=-1),
+        ],
+        [t("x", FLOAT, [2, "M"]), t("k", INT32, [])],
+        [t("last", FLOAT, [2, None]), t("count", INT64, []), t("back", FLOAT, [2, "M"])],
+        [{"x": _x(2, 7), "k": np.array(3, np.int32)}, {"x": _x(2, 2), "k": np.array(5, np.int32)},
+         {"x": _x(2, 1), "k": np.array(1, np.int32)}],
+        [const("minus1", -1, np.int64)],
+    )
+
+
+def ragged_map_and_loop() -> Program:
+    """SequenceMap over ragged chunks: one output keeps the varying axis (Ragged), one
+    reduces it away (Stacked); a Loop appends growing prefixes (Ragged carried) to an
+    empty list; an If picks one of two ragged lists."""
+    mb = body(
+        [n("Relu", ["e"], ["r"]), n("ReduceSum", ["e", "ax0"], ["s"], keepdims=0)],
+        [t("e", FLOAT, [None, "M"])],
+        [t("r", FLOAT, [None, "M"]), t("s", FLOAT, ["M"])],
+        [const("ax0", [0], np.int64)],
+    )
+    lb = body(
+        [
+            n("Identity", ["cond_in"], ["cond_out"]),
+            n("Add", ["i", "one"], ["i1"]),
+            n("Range", ["zero", "i1", "one"], ["rows"]),
+            n("Gather", ["x", "rows"], ["prefix"], axis=0),
+            n("SequenceInsert", ["acc_in", "prefix"], ["acc_out"]),
+        ],
+        [t("i", INT64, []), t("cond_in", BOOL, []), seq("acc_in", FLOAT, [None, "M"])],
+        [t("cond_out", BOOL, []), seq("acc_out", FLOAT, [None, "M"])],
+    )
+    return Program(
+        [
+            n("SplitToSequence", ["x", "sizes"], ["parts"], axis=0),
+            helper.make_node("SequenceMap", ["parts"], ["relued", "sums"], name="map", body=mb),
+            n("ConcatFromSequence", ["relued"], ["y"], axis=0),
+            n("ConcatFromSequence", ["sums"], ["z"], axis=0, new_axis=1),
+            n("SequenceEmpty", [], ["empty"], dtype=FLOAT),
+            n("Shape", ["x"], ["xs"]),
+            n("Gather", ["xs", "zero"], ["trips"], axis=0),
+            helper.make_node("Loop", ["trips", "", "empty"], ["prefixes"], name="grow", body=lb),
+            helper.make_node(
+                "If", ["c"], ["picked"], name="pick",
+                then_branch=body([n("Identity", ["prefixes"], ["a"])], [], [seq("a", FLOAT, [None, "M"])]),
+                else_branch=body([n("Identity", ["parts"], ["b"])], [], [seq("b", FLOAT, [None, "M"])]),
+            ),
+            n("ConcatFromSequence", ["picked"], ["w"], axis=0),
+            n("SequenceLength", ["picked"], ["count"]),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("sizes", INT64, ["K"]), t("c", BOOL, [])],
+        [t("y", FLOAT, ["N", "M"]), t("z", FLOAT, [None, "M"]), t("w", FLOAT, [None, "M"]), t("count", INT64, [])],
+        [
+            {"x": _x(4, 2) - 3, "sizes": np.array([1, 0, 3]), "c": np.array(True)},
+            {"x": _x(4, 2) - 3, "sizes": np.array([2, 2]), "c": np.array(False)},
+            {"x": _x(0, 2), "sizes": np.array([0]), "c": np.array(True)},
+            {"x": _x(2, 0), "sizes": np.array([2]), "c": np.array(False)},
+        ],
+        [const("zero", 0, np.int64), const("one", 1, np.int64)],
+        min_opset=17,
+    )
+
+
+RAGGED = ("ragged_split_edit_join", "ragged_strings", "ragged_float16", "ragged_chunks_of_k", "ragged_map_and_loop")
+
+
 PROGRAMS: dict[str, Callable[[], Program]] = {
     f.__name__: f
     for f in (unbind_read_stack, equal_chunks, construct_insert_erase, strings, float16, loop_append_once,
-              loop_carried_edits, if_branches, sequence_map)
+              loop_carried_edits, if_branches, sequence_map, ragged_split_edit_join, ragged_strings, ragged_float16,
+              ragged_chunks_of_k, ragged_map_and_loop)
 }
 CASES = [(name, opset) for name, f in PROGRAMS.items() for opset in OPSETS if opset >= f().min_opset]
 
@@ -215,8 +330,8 @@ def test_stacked_program_lowers_and_matches(name, opset):
     p = PROGRAMS[name]()
     m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
     _, report = lower_checked(m, inputs=p.feeds)
-    intos = {r["into"] for r in report.rewrites if r["op"] not in ("SequenceLength",) or r["into"] != "folded"}
-    assert "stacked" in intos and "flat" not in intos, report.rewrites
+    intos = {r["into"] for r in report.rewrites}
+    assert ("ragged" if name in RAGGED else "stacked") in intos and "flat" not in intos, report.rewrites
 
 
 def test_append_once_is_a_scan_output_and_carried_edits_carry_the_stack():
@@ -227,7 +342,7 @@ def test_append_once_is_a_scan_output_and_carried_edits_carry_the_stack():
     p = loop_carried_edits()
     m = model(p.nodes, p.inputs, p.outputs, opset=18, initializer=p.inits, ir_version=IR_FOR_OPSET[18])
     _, report = lower_checked(m, inputs=p.feeds)
-    assert ("Loop", "Loop carrying [n, *elem]") in {(r["op"], r["how"]) for r in report.rewrites}
+    assert ("Loop", "Loop carrying the packed tensors") in {(r["op"], r["how"]) for r in report.rewrites}
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -236,6 +351,16 @@ def test_the_same_programs_lower_flat_when_stacked_is_off(name):
     p = PROGRAMS[name]()
     opset = max(18, p.min_opset)
     m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
-    _, report = lower_checked(m, inputs=p.feeds, stacked=False)
+    _, report = lower_checked(m, inputs=p.feeds, packed=False)
     intos = {r["into"] for r in report.rewrites}
     assert "flat" in intos and "stacked" not in intos
+
+
+@pytest.mark.parametrize("name", list(FLAT_PROGRAMS))
+def test_the_flat_programs_by_default(name):
+    # The Flat tests run with the packed paths off; by default some of their webs are
+    # packed, and the result must still equal the original.
+    p = FLAT_PROGRAMS[name]()
+    opset = max(18, p.min_opset)
+    m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
+    lower_checked(m, inputs=p.feeds)

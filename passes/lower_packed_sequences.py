@@ -1,0 +1,666 @@
+"""Lower packed webs (see ``seqlower.analysis``): each sequence value becomes one tensor.
+
+- Stacked, where every element of the group has one shape (numbers and model-input
+  dims): ``data [n, *elem]``, element ``i`` is ``Gather(data, i, axis=0)``. SequenceAt is
+  one Gather, SequenceLength one Shape, an unbind or a stack a Transpose, a concatenation
+  a Transpose and a Reshape; a Loop's append-once sequence is a scan output, SequenceMap
+  a Loop with scan outputs. An empty sequence is a ``[0, *elem]`` tensor (model-input
+  dims read from the inputs' shapes at run time).
+- Ragged, where elements differ along one axis ``a`` only (``split`` with sizes): the
+  elements concatenated along ``a`` in ``data`` and their sizes along it in
+  ``lengths [n]``; element ``i`` is ``data[off[i]:off[i+1]]`` along ``a`` (``off`` the
+  running sum of ``lengths``). The split is its input and the concatenation along ``a``
+  is ``data``: no copy at all.
+
+The fast paths: no bounds of flattened values, no shape rows. Webs that touch the model
+boundary stay Flat (the ABI), and so does everything the analysis cannot prove packable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx_ir as ir
+
+from passes._rewrite import (
+    REPORT_KEY,
+    Scope,
+    inline_graph,
+    rebuild_node,
+    replace_output,
+    returned_by,
+    rewrite_record,
+    subgraph_scopes,
+    take_over,
+    walk_scopes,
+)
+from passes._tensor_ops import INT64, MAX_INT64, Ops
+from seqlower.analysis import (
+    Analysis,
+    analyze,
+    dynamic_split_squeezes,
+    is_default_domain,
+    model_input_dims,
+    node_label,
+    unchanged_split_source,
+)
+from seqlower.builder import Builder, NameAuthority
+
+__all__ = ["LowerPackedSequencesPass"]
+
+
+@dataclass(eq=False)
+class Packed:
+    data: ir.Value
+    lengths: ir.Value | None  # Ragged only
+    axis: int | None  # Ragged only
+
+    @property
+    def tensors(self) -> list[ir.Value]:
+        return [self.data] if self.lengths is None else [self.data, self.lengths]
+
+
+class LowerPackedSequencesPass(ir.passes.InPlacePass):
+    """Rewrite every packed web into Stacked or Ragged tensors."""
+
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True) -> None:
+        super().__init__()
+        self.max_unroll = max_unroll
+        self.keepdims_policy = keepdims_policy
+        self.packed = packed
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed)
+        if not any(w.packed for w in analysis.webs):
+            return ir.passes.PassResult(model, False)
+        lw = _Lowerer(model, analysis, self.keepdims_policy)
+        for scope in walk_scopes(model):
+            lw.graph(scope)
+        for graph, nodes in lw.dead:
+            graph.remove(nodes, safe=True)
+        model.meta.setdefault(REPORT_KEY, []).extend(lw.records)
+        return ir.passes.PassResult(model, lw.modified)
+
+
+class _Lowerer:
+    def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
+        self.model = model
+        self.analysis = analysis
+        self.policy = policy
+        self.names = NameAuthority(model)
+        self.input_dims = model_input_dims(model)
+        self.seqs: dict[ir.Value, Packed] = {}
+        self.records: list[dict[str, str]] = []
+        self.modified = False
+        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
+
+    def graph(self, scope: Scope) -> None:
+        lowered: list[ir.Node] = []
+        for node in list(scope.graph):
+            if not is_default_domain(node) or not self._touches(node):
+                for sub in subgraph_scopes(node, scope):
+                    self.graph(sub)
+                continue
+            rule = RULES.get(node.op_type)
+            assert rule is not None, f"no packed rule for {node_label(node)}"
+            how = rule(self, node, Ops(scope.builder(node, self.names)), scope)
+            self.records.append(rewrite_record(node, scope, self.kind(self._first_seq(node)), how))
+            lowered.append(node)
+            self.modified = True
+        if lowered:
+            self.dead.append((scope.graph, lowered))
+
+    def _seq_values(self, node: ir.Node) -> list[ir.Value]:
+        values = [*node.inputs, *node.outputs]
+        if node.op_type == "Loop" and "body" in node.attributes:
+            body = node.attributes["body"].as_graph()
+            values += [*body.inputs, *body.outputs]
+        return [v for v in values if v is not None and self.analysis.packed(v)]
+
+    def _touches(self, node: ir.Node) -> bool:
+        return bool(self._seq_values(node))
+
+    def _first_seq(self, node: ir.Node) -> ir.Value:
+        return self._seq_values(node)[0]
+
+    def kind(self, v: ir.Value) -> str:
+        return "ragged" if v in self.analysis.ragged else "stacked"
+
+    def seq(self, v: ir.Value | None) -> Packed:
+        assert v is not None and v in self.seqs, f"sequence {v} was not lowered before its use"
+        return self.seqs[v]
+
+    def elem(self, v: ir.Value) -> ir.Shape:
+        """The element shape (None along a Ragged value's axis)."""
+        if v in self.analysis.ragged:
+            return self.analysis.ragged[v][1]
+        return self.analysis.stacked_shape[v]
+
+    def axis(self, v: ir.Value) -> int | None:
+        return self.analysis.ragged[v][0] if v in self.analysis.ragged else None
+
+    def set(self, v: ir.Value, data: ir.Value, lengths: ir.Value | None = None) -> Packed:
+        if data.type is None and isinstance(v.type, ir.SequenceType):
+            data.type = v.type.elem_type
+        axis = self.axis(v)
+        assert (axis is None) == (lengths is None), f"{v.name}: {self.kind(v)} needs {'no ' if axis is None else ''}lengths"
+        dims = list(self.elem(v).dims)
+        data.shape = ir.Shape([None, *dims]) if axis is None else ir.Shape(dims)
+        if lengths is not None:
+            lengths.shape = ir.Shape([None])
+        self.seqs[v] = Packed(data, lengths, axis)
+        return self.seqs[v]
+
+    def types(self, v: ir.Value, base: str) -> list[tuple[str, ir.TypeProtocol | None, ir.Shape]]:
+        """Name, type and shape of the tensors standing for ``v`` in a signature."""
+        elem_type = v.type.elem_type if isinstance(v.type, ir.SequenceType) else None
+        dims = list(self.elem(v).dims)
+        if self.axis(v) is None:
+            return [(self.names.fresh(f"{base}_data"), elem_type, ir.Shape([None, *dims]))]
+        return [(self.names.fresh(f"{base}_data"), elem_type, ir.Shape(dims)),
+                (self.names.fresh(f"{base}_lengths"), ir.TensorType(INT64), ir.Shape([None]))]
+
+    def from_tensors(self, v: ir.Value, tensors: list[ir.Value]) -> int:
+        """Register ``v`` as the leading ``tensors``; how many it took."""
+        if self.axis(v) is None:
+            self.set(v, tensors[0])
+            return 1
+        self.set(v, tensors[0], tensors[1])
+        return 2
+
+    def elem_dims(self, v: ir.Value, o: Ops, name: str, along: ir.Value | None = None) -> ir.Value:
+        """The element shape as a 1-D int64 tensor: numbers as constants, model-input
+        dims read from the input's shape, ``along`` ([1]) at a Ragged value's axis."""
+        parts: list[ir.Value] = []
+        run: list[int] = []
+        for d in self.elem(v).dims:
+            if isinstance(d, int):
+                run.append(d)
+                continue
+            if run:
+                parts.append(o.ints(run))
+                run = []
+            if isinstance(d, ir.SymbolicDim) and d.value in self.input_dims:
+                source, axis = self.input_dims[d.value]
+                parts.append(o.slice(o.shape(source, f"{name}_src_dims"), o.ints([axis]), o.ints([axis + 1]), [0], f"{name}_{d.value}"))
+            else:
+                assert along is not None, f"{v.name}: a dim of unknown size"
+                parts.append(along)
+        if run or not parts:
+            parts.append(o.ints(run))
+        return o.concat(parts, 0, f"{name}_elem_dims")
+
+    def count(self, ps: Packed, o: Ops, name: str) -> ir.Value:
+        source = ps.data if ps.lengths is None else ps.lengths
+        return o.op("Gather", [o.shape(source, f"{name}_dims"), o.scalar(0)], f"{name}_count", dtype=INT64, shape=[])
+
+    def bounds(self, ps: Packed, o: Ops, name: str) -> ir.Value:
+        """[0, cumsum(lengths)]: where each element of a Ragged value starts and ends."""
+        assert ps.lengths is not None
+        return o.concat([o.ints([0]), o.op("CumSum", [ps.lengths, o.scalar(0)], f"{name}_ends")], 0, f"{name}_bounds")
+
+    def normalise(self, ps: Packed, p: ir.Value | None, o: Ops, name: str, default: str = "n") -> ir.Value:
+        """A position input as a non-negative int64 scalar (a missing one is ``n`` or
+        ``n - 1``)."""
+        n = self.count(ps, o, name)
+        if p is None:
+            return n if default == "n" else o.op("Sub", [n, o.scalar(1)], f"{name}_last")
+        if p.dtype != INT64:
+            p = o.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64)
+        p = o.reshape(p, o.ints([]), f"{name}_scalar")
+        neg = o.op("Less", [p, o.scalar(0)], f"{name}_neg", dtype=ir.DataType.BOOL)
+        return o.op("Where", [neg, o.op("Add", [p, n], f"{name}_wrapped"), p], f"{name}_norm", dtype=INT64, shape=[])
+
+    def span(self, ps: Packed, p1: ir.Value, o: Ops, name: str) -> tuple[ir.Value, ir.Value]:
+        """Where Ragged element ``p1`` ([1], normalised) starts and ends along the axis."""
+        b = self.bounds(ps, o, name)
+        start = o.op("Gather", [b, p1], f"{name}_start")
+        end = o.op("Gather", [b, o.op("Add", [p1, o.ints([1])], f"{name}_next1")], f"{name}_end")
+        return start, end
+
+    def exact(self, v: ir.Value, stacked: ir.Value, count1: ir.Value, o: Ops, name: str) -> ir.Value:
+        """``stacked`` reshaped to ``[n, *elem]``: a Loop that runs no iteration may give
+        its scan outputs a shape of another rank."""
+        target = o.concat([count1, self.elem_dims(v, o, name)], 0, f"{name}_target")
+        flat = o.reshape(stacked, o.ints([-1]), f"{name}_flat")
+        dtype = stacked.dtype
+        assert dtype is not None
+        return o.reshape_exact(flat, target, len(self.elem(v).dims) + 1, name, dtype)
+
+    def output(self, old: ir.Value, new: ir.Value, node: ir.Node, scope: Scope) -> None:
+        replace_output(old, new, scope, self.names, node, owned=True)
+
+
+def _perm_to_front(rank: int, axis: int) -> list[int]:
+    return [axis] + [i for i in range(rank) if i != axis]
+
+
+def _perm_from_front(rank: int, axis: int) -> list[int]:
+    """Transpose ``[n, e0, ..]`` (``rank`` axes) so that ``n`` lands at ``axis``."""
+    return list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank))
+
+
+def _transpose(x: ir.Value, perm: list[int], o: Ops, name: str) -> ir.Value:
+    if perm == sorted(perm):
+        return x
+    return o.op("Transpose", [x], name, perm=perm)
+
+
+def _len_along(t: ir.Value, axis: int, o: Ops, name: str) -> ir.Value:
+    return o.slice(o.shape(t, f"{name}_dims"), o.ints([axis]), o.ints([axis + 1]), [0], f"{name}_len")
+
+
+def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    out = node.outputs[0]
+    attr = node.attributes.get("dtype")
+    dtype = ir.DataType(attr.as_int()) if attr is not None else ir.DataType.FLOAT
+    name = out.name or "empty"
+    axis = lw.axis(out)
+    zero = o.b.zeros(dtype, (), "zero")
+    if axis is None:
+        target = o.concat([o.ints([0]), lw.elem_dims(out, o, name)], 0, f"{name}_shape")
+        lw.set(out, o.op("Expand", [zero, target], f"{name}_data", dtype=dtype))
+        return "empty [0, *elem]"
+    target = lw.elem_dims(out, o, name, along=o.ints([0]))
+    lw.set(out, o.op("Expand", [zero, target], f"{name}_data", dtype=dtype), o.b.zeros(INT64, (0,), "no_lengths"))
+    return "empty data, no lengths"
+
+
+def _sequence_construct(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    out = node.outputs[0]
+    name = out.name or "construct"
+    ts = [t for t in node.inputs if t is not None]
+    axis = lw.axis(out)
+    if axis is None:
+        rows = [o.unsqueeze(t, [0], f"{name}_{k}") for k, t in enumerate(ts)]
+        lw.set(out, o.concat(rows, 0, f"{name}_data") if len(rows) > 1 else o.identity(rows[0], f"{name}_data"))
+        return "Concat of Unsqueeze"
+    data = o.concat(ts, axis, f"{name}_data") if len(ts) > 1 else o.identity(ts[0], f"{name}_data")
+    lw.set(out, data, o.concat([_len_along(t, axis, o, f"{name}_{k}") for k, t in enumerate(ts)], 0, f"{name}_lengths"))
+    return "Concat along the axis"
+
+
+def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    ps = lw.seq(node.inputs[0])
+    name = node.outputs[0].name or "seq"
+    lengths = None if ps.lengths is None else o.identity(ps.lengths, f"{name}_lengths")
+    lw.set(node.outputs[0], o.identity(ps.data, f"{name}_data"), lengths)
+    return "Identity"
+
+
+def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    ps = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    name = out.name or "insert"
+    t = node.inputs[1]
+    assert t is not None
+    p = node.inputs[2] if len(node.inputs) > 2 else None
+    if ps.axis is None:
+        row = o.unsqueeze(t, [0], f"{name}_row")
+        if p is None:
+            lw.set(out, o.concat([ps.data, row], 0, f"{name}_data"))
+            return "Concat (append)"
+        p1 = o.reshape(lw.normalise(ps, p, o, name), o.ints([1]), f"{name}_pos1")
+        head = o.slice(ps.data, o.ints([0]), p1, [0], f"{name}_head")
+        tail = o.slice(ps.data, p1, o.ints([MAX_INT64]), [0], f"{name}_tail")
+        lw.set(out, o.concat([head, row, tail], 0, f"{name}_data"))
+        return "Slice + Concat"
+    assert ps.lengths is not None
+    a = ps.axis
+    length = _len_along(t, a, o, name)
+    if p is None:
+        lw.set(out, o.concat([ps.data, t], a, f"{name}_data"), o.concat([ps.lengths, length], 0, f"{name}_lengths"))
+        return "Concat (append)"
+    p1 = o.reshape(lw.normalise(ps, p, o, name), o.ints([1]), f"{name}_pos1")
+    start, _ = lw.span(ps, p1, o, name)
+    data = o.concat([o.slice(ps.data, o.ints([0]), start, [a], f"{name}_head"), t,
+                     o.slice(ps.data, start, o.ints([MAX_INT64]), [a], f"{name}_tail")], a, f"{name}_data")
+    lengths = o.concat([o.slice(ps.lengths, o.ints([0]), p1, [0], f"{name}_lhead"), length,
+                        o.slice(ps.lengths, p1, o.ints([MAX_INT64]), [0], f"{name}_ltail")], 0, f"{name}_lengths")
+    lw.set(out, data, lengths)
+    return "Slice + Concat"
+
+
+def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    ps = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    name = out.name or "erase"
+    p = node.inputs[1] if len(node.inputs) > 1 else None
+    if ps.axis is None:
+        if p is None:
+            lw.set(out, o.slice(ps.data, o.ints([0]), o.ints([-1]), [0], f"{name}_data"))
+            return "Slice (drop last)"
+        p1 = o.reshape(lw.normalise(ps, p, o, name), o.ints([1]), f"{name}_pos1")
+        head = o.slice(ps.data, o.ints([0]), p1, [0], f"{name}_head")
+        tail = o.slice(ps.data, o.op("Add", [p1, o.ints([1])], f"{name}_next1"), o.ints([MAX_INT64]), [0], f"{name}_tail")
+        lw.set(out, o.concat([head, tail], 0, f"{name}_data"))
+        return "Slice + Concat"
+    assert ps.lengths is not None
+    a = ps.axis
+    p1 = o.reshape(lw.normalise(ps, p, o, name, default="last"), o.ints([1]), f"{name}_pos1")
+    start, end = lw.span(ps, p1, o, name)
+    data = o.concat([o.slice(ps.data, o.ints([0]), start, [a], f"{name}_head"),
+                     o.slice(ps.data, end, o.ints([MAX_INT64]), [a], f"{name}_tail")], a, f"{name}_data")
+    lengths = o.concat([o.slice(ps.lengths, o.ints([0]), p1, [0], f"{name}_lhead"),
+                        o.slice(ps.lengths, o.op("Add", [p1, o.ints([1])], f"{name}_lnext"), o.ints([MAX_INT64]), [0], f"{name}_ltail")],
+                       0, f"{name}_lengths")
+    lw.set(out, data, lengths)
+    return "Slice + Concat"
+
+
+def _sequence_at(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    ps = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    name = out.name or "at"
+    if ps.axis is None:
+        # Gather takes negative indices itself.
+        p = o.reshape(node.inputs[1], o.ints([]), f"{name}_pos")
+        lw.output(out, o.op("Gather", [ps.data, p], f"{name}_elem", shape=out.shape, axis=0), node, scope)
+        return "Gather"
+    p1 = o.reshape(lw.normalise(ps, node.inputs[1], o, name), o.ints([1]), f"{name}_pos1")
+    start, end = lw.span(ps, p1, o, name)
+    lw.output(out, o.slice(ps.data, start, end, [ps.axis], f"{name}_elem"), node, scope)
+    return "Slice along the axis"
+
+
+def _sequence_length(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    out = node.outputs[0]
+    lw.output(out, lw.count(lw.seq(node.inputs[0]), o, out.name or "len"), node, scope)
+    return "Shape"
+
+
+def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    x = node.inputs[0]
+    out = node.outputs[0]
+    name = out.name or "split"
+    assert x is not None and x.shape is not None
+    rank = x.shape.rank()
+    axis = node.attributes["axis"].as_int() % rank if "axis" in node.attributes else 0
+    squeeze = dynamic_split_squeezes(node, lw.policy)
+    assert squeeze is not None
+    if lw.axis(out) is not None:
+        d1 = _len_along(x, axis, o, name)
+        split = node.inputs[1] if len(node.inputs) > 1 else None
+        sizes, how = o.split_sizes(o.reshape(d1, o.ints([]), f"{name}_d"), d1, split, name)
+        lw.set(out, o.identity(x, f"{name}_data"), sizes)
+        return f"the input itself, {how}"
+    front = _perm_to_front(rank, axis)
+    if squeeze:
+        lw.set(out, _transpose(x, front, o, f"{name}_data"))
+        return "Transpose (unbind)"
+    chunk = lw.elem(out).dims[axis]
+    assert isinstance(chunk, int)
+    if chunk == 1:
+        lw.set(out, o.unsqueeze(_transpose(x, front, o, f"{name}_front"), [axis + 1], f"{name}_data"))
+        return "Transpose + Unsqueeze"
+    # Equal chunks of c: [.., d, ..] -> [.., n, c, ..] -> n to the front.
+    dims = o.shape(x, f"{name}_dims")
+    length = lw.analysis.info[out].length
+    if length is not None:
+        n = o.ints([length])
+    else:
+        d = o.slice(dims, o.ints([axis]), o.ints([axis + 1]), [0], f"{name}_d")
+        n = o.op("Div", [d, o.ints([chunk])], f"{name}_n")
+    target = o.concat(
+        [o.slice(dims, o.ints([0]), o.ints([axis]), [0], f"{name}_pre"), n, o.ints([chunk]),
+         o.slice(dims, o.ints([axis + 1]), o.ints([MAX_INT64]), [0], f"{name}_post")],
+        0, f"{name}_target",
+    )
+    assert x.dtype is not None
+    grouped = o.reshape_exact(o.reshape(x, o.ints([-1]), f"{name}_flat"), target, rank + 1, f"{name}_grouped", x.dtype)
+    lw.set(out, _transpose(grouped, _perm_to_front(rank + 1, axis), o, f"{name}_data"))
+    return "Reshape + Transpose (equal chunks)"
+
+
+def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    src = node.inputs[0]
+    ps = lw.seq(src)
+    out = node.outputs[0]
+    name = out.name or "concat"
+    source = unchanged_split_source(node, lw.policy)
+    if source is not None:
+        lw.output(out, source, node, scope)
+        return "the split's input itself"
+    if ps.axis is not None:
+        # The analysis packs Ragged only where every concat joins along the axis.
+        lw.output(out, ps.data, node, scope)
+        return "the data itself"
+    data = ps.data
+    r = len(lw.elem(src).dims)
+    new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
+    axis = node.attributes["axis"].as_int()
+    if new_axis:
+        axis %= r + 1
+        lw.output(out, _transpose(data, _perm_from_front(r + 1, axis), o, f"{name}_stacked"), node, scope)
+        return "Transpose (stack)"
+    axis %= r
+    t = _transpose(data, _perm_from_front(r + 1, axis), o, f"{name}_moved")
+    dims = o.shape(t, f"{name}_dims")
+    pair = o.slice(dims, o.ints([axis]), o.ints([axis + 2]), [0], f"{name}_pair")
+    merged = o.b.reduce("ReduceProd", pair, [0], f"{name}_merged", keepdims=True)
+    target = o.concat(
+        [o.slice(dims, o.ints([0]), o.ints([axis]), [0], f"{name}_pre"), merged,
+         o.slice(dims, o.ints([axis + 2]), o.ints([MAX_INT64]), [0], f"{name}_post")],
+        0, f"{name}_target",
+    )
+    assert data.dtype is not None
+    joined = o.reshape_exact(o.reshape(t, o.ints([-1]), f"{name}_flat"), target, r, f"{name}_joined", data.dtype, out.shape)
+    lw.output(out, joined, node, scope)
+    return "Transpose + Reshape"
+
+
+def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
+    for key, g in zip(("then_branch", "else_branch"), branches):
+        lw.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
+    for g in branches:
+        outs: list[ir.Value] = []
+        for k, out in enumerate(node.outputs):
+            outs += lw.seq(g.outputs[k]).tensors if lw.analysis.packed(out) else [g.outputs[k]]
+        fixed = returned_by(g, outs, lw.names, scope.opset)
+        g.outputs.clear()
+        g.outputs.extend(fixed)
+    protos = []
+    for out in node.outputs:
+        protos += lw.types(out, out.name or "seq") if lw.analysis.packed(out) else [(out.name, out.type, out.shape)]
+    new = rebuild_node(node, list(node.inputs), protos)
+    i = 0
+    for out in node.outputs:
+        if lw.analysis.packed(out):
+            i += lw.from_tensors(out, list(new.outputs[i:]))
+        else:
+            take_over(out, new.outputs[i], scope.graph)
+            i += 1
+    return "If returning the packed tensors"
+
+
+def _append_once(body: ir.Graph, k: int) -> tuple[ir.Node, ir.Value] | None:
+    """The SequenceInsert and tensor when carried sequence ``k`` is only appended to, once
+    per step, and the result only returned (TorchScript's ``xs.append(t)``)."""
+    bi, bo = body.inputs[2 + k], body.outputs[1 + k]
+    ins = bo.producer()
+    if ins is None or ins.graph is not body or ins.op_type != "SequenceInsert" or not is_default_domain(ins):
+        return None
+    if ins.inputs[0] is not bi or (len(ins.inputs) > 2 and ins.inputs[2] is not None):
+        return None
+    if len(bi.uses()) != 1 or bi in body.outputs or bo.uses() or list(body.outputs).count(bo) != 1:
+        return None
+    t = ins.inputs[1]
+    return None if t is None else (ins, t)
+
+
+def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    body = node.attributes["body"].as_graph()
+    bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
+    carried = list(node.inputs[2:])
+    n_carried = len(carried)
+    n_scans = len(body.outputs) - 1 - n_carried
+    packed_k = [lw.analysis.packed(body.inputs[2 + k]) for k in range(n_carried)]
+    # A Stacked append-once sequence leaves the carried state and becomes a scan output
+    # (one shape every step: the group is uniform); Ragged ones differ per step.
+    appends = {
+        k: a for k in range(n_carried)
+        if packed_k[k] and lw.axis(body.inputs[2 + k]) is None and (a := _append_once(body, k)) is not None
+    }
+    bo_ops = Ops(Builder(body, None, scope.opset, lw.names, main_graph=False))
+    keep = [k for k in range(n_carried) if k not in appends]
+    new_body_inputs = list(body.inputs[:2])
+    for k in keep:
+        bi = body.inputs[2 + k]
+        if not packed_k[k]:
+            new_body_inputs.append(bi)
+            continue
+        ins = [ir.Value(name=n, type=t, shape=s) for n, t, s in lw.types(bi, bi.name or "carried")]
+        new_body_inputs += ins
+        lw.from_tensors(bi, ins)
+    body.inputs.clear()
+    body.inputs.extend(new_body_inputs)
+    for k, (ins_node, t) in appends.items():
+        body.outputs[1 + k] = bo_ops.identity(t, f"{body.outputs[1 + k].name or 'appended'}_elem")
+        lw.records.append(rewrite_record(ins_node, bscope, "stacked", "append as a Loop scan output"))
+        body.remove(ins_node, safe=False)
+    lw.graph(bscope)
+    new_outputs = [body.outputs[0]]
+    for k in keep:
+        bo = body.outputs[1 + k]
+        new_outputs += lw.seq(bo).tensors if packed_k[k] else [bo]
+    new_outputs += list(body.outputs[1 + n_carried :])
+    new_outputs += [body.outputs[1 + k] for k in appends]
+    fixed = returned_by(body, new_outputs, lw.names, scope.opset)
+    body.outputs.clear()
+    body.outputs.extend(fixed)
+    inputs: list[ir.Value | None] = list(node.inputs[:2])
+    protos = []
+    for k in keep:
+        out = node.outputs[k] if k < len(node.outputs) else None
+        base = (out.name if out is not None else None) or "carried"
+        if packed_k[k]:
+            inputs += lw.seq(carried[k]).tensors
+            protos += lw.types(carried[k], base)
+        else:
+            inputs.append(carried[k])
+            protos.append((out.name, out.type, out.shape) if out is not None else (lw.names.fresh("unused"), None, None))
+    for out in node.outputs[n_carried : n_carried + n_scans]:
+        protos.append((out.name, out.type, out.shape))
+    for k in appends:
+        out = node.outputs[k] if k < len(node.outputs) else None
+        elem_type = carried[k].type.elem_type if isinstance(carried[k].type, ir.SequenceType) else None
+        protos.append((lw.names.fresh(f"{(out.name if out is not None else None) or 'appended'}_scan"), elem_type, None))
+    new = rebuild_node(node, inputs, protos)
+    i = 0
+    for k in keep:
+        out = node.outputs[k] if k < len(node.outputs) else None
+        if packed_k[k]:
+            taken = len(lw.seq(carried[k]).tensors)
+            if out is not None:
+                lw.from_tensors(out, list(new.outputs[i : i + taken]))
+            i += taken
+        else:
+            if out is not None:
+                take_over(out, new.outputs[i], scope.graph)
+            i += 1
+    for out in node.outputs[n_carried : n_carried + n_scans]:
+        take_over(out, new.outputs[i], scope.graph)
+        i += 1
+    after = Ops(Builder(scope.graph, node, scope.opset, lw.names, main_graph=scope.main))
+    for k in appends:
+        out = node.outputs[k] if k < len(node.outputs) else None
+        scan = new.outputs[i]
+        i += 1
+        if out is None:
+            continue
+        name = out.name or "appended"
+        trips = after.slice(after.shape(scan, f"{name}_scan_dims"), after.ints([0]), after.ints([1]), [0], f"{name}_trips")
+        lw.set(out, after.concat([lw.seq(carried[k]).data, lw.exact(out, scan, trips, after, f"{name}_scan")], 0, f"{name}_data"))
+    if appends:
+        return "Loop carrying the packed tensors; appends as scan outputs" if keep else "Loop: appends as scan outputs"
+    return "Loop carrying the packed tensors"
+
+
+def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    body = node.attributes["body"].as_graph()
+    lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
+    base = node.outputs[0].name or "map"
+    names = lw.names
+    loop_body = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_loop_body"), opset_imports={"": scope.opset})
+    it = ir.Value(name=names.fresh(f"{base}_i"), type=ir.TensorType(INT64), shape=ir.Shape([]))
+    cond = ir.Value(name=names.fresh(f"{base}_cond"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    loop_body.inputs.extend([it, cond])
+    bo_ops = Ops(Builder(loop_body, None, scope.opset, names, main_graph=False))
+    value_map: dict[ir.Value, ir.Value | None] = {}
+    it1 = bo_ops.reshape(it, bo_ops.ints([1]), f"{base}_i1")
+    for inp, bi in zip(node.inputs, body.inputs):
+        if inp is None or inp not in lw.seqs:
+            value_map[bi] = inp
+            continue
+        ps = lw.seq(inp)
+        if ps.axis is None:
+            value_map[bi] = bo_ops.op("Gather", [ps.data, it], f"{bi.name or 'x'}_elem", axis=0)
+        else:
+            bounds = lw.bounds(ps, o, f"{inp.name or 'seq'}_map")
+            start = bo_ops.op("Gather", [bounds, it1], f"{bi.name or 'x'}_start")
+            end = bo_ops.op("Gather", [bounds, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next")], f"{bi.name or 'x'}_end")
+            value_map[bi] = bo_ops.slice(ps.data, start, end, [ps.axis], f"{bi.name or 'x'}_elem")
+    for init in body.initializers.values():
+        assert init.const_value is not None
+        value_map[init] = bo_ops.b.constant(init.const_value.numpy(), f"{init.name}")
+    mapped = inline_graph(body, value_map, bo_ops.b, names, "map")
+    cond_out = bo_ops.identity(cond, f"{base}_cond_out")
+    carried_in: list[ir.Value] = []
+    carried_out: list[ir.Value] = []
+    carried_init: list[ir.Value] = []
+    scans: list[ir.Value] = []
+    for out, bo in zip(node.outputs, body.outputs):
+        y = mapped[bo]
+        axis = lw.axis(out)
+        if axis is None:
+            scans.append(y)
+            continue
+        # Ragged output: data grows by a Concat along the axis, lengths are a scan output.
+        assert bo.dtype is not None
+        acc = ir.Value(name=names.fresh(f"{out.name or base}_acc"), type=ir.TensorType(bo.dtype), shape=lw.elem(out))
+        carried_in.append(acc)
+        carried_out.append(bo_ops.concat([acc, y], axis, f"{out.name or base}_acc_next"))
+        carried_init.append(o.op("Expand", [o.b.zeros(bo.dtype, (), "zero"), lw.elem_dims(out, o, f"{out.name or base}_init", along=o.ints([0]))],
+                                 f"{out.name or base}_acc_init", dtype=bo.dtype))
+        size = _len_along(y, axis, bo_ops, f"{out.name or base}_y")
+        scans.append(bo_ops.reshape(size, bo_ops.ints([]), f"{out.name or base}_y_size"))
+    loop_body.inputs.extend(carried_in)
+    loop_body.outputs.extend(returned_by(loop_body, [cond_out, *carried_out, *scans], names, scope.opset))
+    count = lw.count(lw.seq(node.inputs[0]), o, base)
+    loop = ir.Node("", "Loop", [count, None, *carried_init], [ir.AttrGraph("body", loop_body)],
+                   num_outputs=len(carried_out) + len(scans), name=names.fresh(f"{base}_loop"))
+    o.b.graph.insert_before(node, loop)
+    count1 = o.reshape(count, o.ints([1]), f"{base}_count1")
+    data_outs = list(loop.outputs[: len(carried_out)])
+    scan_outs = list(loop.outputs[len(carried_out) :])
+    for k, (out, scan) in enumerate(zip(node.outputs, scan_outs)):
+        dtype = body.outputs[k].dtype
+        scan.name = names.fresh(f"{out.name or base}_scan")
+        if lw.axis(out) is None:
+            scan.type = ir.TensorType(dtype) if dtype is not None else None
+            lw.set(out, lw.exact(out, scan, count1, o, f"{out.name or base}_{k}"))
+        else:
+            scan.type = ir.TensorType(INT64)
+            data = data_outs.pop(0)
+            data.name = names.fresh(f"{out.name or base}_data")
+            data.type = ir.TensorType(dtype) if dtype is not None else None
+            lw.set(out, data, o.reshape(scan, o.ints([-1]), f"{out.name or base}_lengths"))
+    node.attributes.pop("body")
+    return "Loop with scan outputs"
+
+
+RULES = {
+    "SplitToSequence": _split_to_sequence,
+    "SequenceEmpty": _sequence_empty,
+    "SequenceConstruct": _sequence_construct,
+    "SequenceInsert": _sequence_insert,
+    "SequenceErase": _sequence_erase,
+    "SequenceAt": _sequence_at,
+    "SequenceLength": _sequence_length,
+    "ConcatFromSequence": _concat_from_sequence,
+    "SequenceMap": _sequence_map,
+    "Identity": _identity,
+    "If": _if,
+    "Loop": _loop,
+}
