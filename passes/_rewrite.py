@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import onnx_ir as ir
 from onnx_ir import _cloner
 
-from seqlower.analysis import graph_label, node_label
+from seqlower.analysis import graph_label, node_label, shape_json
 from seqlower.builder import Builder, NameAuthority, default_opset
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "write_abi", "REPORT_KEY", "NOTES_KEY", "ABI_KEY",
+    "take_over", "write_abi", "sequence_abi_entry", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
@@ -27,6 +27,9 @@ NOTES_KEY = "seqlower.notes"
 # The model-boundary mapping in metadata_props (README, "The model-boundary ABI"). The
 # executor reads it with its own code: the judge shares nothing with the lowering.
 ABI_KEY = "seqlower.abi"
+# model.meta: optional-sequence model outputs (name -> present flag's name), left by
+# lower_optionals for the lowering that writes the sequence payload's ABI entry.
+OPTIONAL_SEQUENCES_KEY = "seqlower.optional_sequences"
 
 
 @dataclass
@@ -187,3 +190,23 @@ def write_abi(model: ir.Model, key: str, entries: list[dict]) -> None:
     doc = json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
     doc.setdefault(key, []).extend(entries)
     props[ABI_KEY] = json.dumps(doc, sort_keys=True)
+
+
+def sequence_abi_entry(
+    model: ir.Model, v: ir.Value, dtype: ir.DataType, width: int, ranked: bool, tensors: dict[str, str], name: str
+) -> dict:
+    """The ABI entry of sequence ``v`` carried by ``tensors`` (an optional sequence's
+    payload joins its present flag)."""
+    shape = v.shape  # onnx_ir keeps a sequence's element shape on the value
+    if ranked:
+        dims = None
+    elif shape is not None and shape.rank() == width:
+        dims = shape_json(shape)
+    else:
+        dims = [None] * width
+    entry = {"name": name, "kind": "sequence", "elem_type": dtype.name, "elem_shape": dims, "width": width, "tensors": tensors}
+    present = model.meta.get(OPTIONAL_SEQUENCES_KEY, {}).get(name)
+    if present is not None:
+        entry["kind"] = "optional_sequence"
+        entry["tensors"]["present"] = present
+    return entry

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from passes.lower_optionals import OPTIONAL_SEQUENCES_KEY
 from passes._rewrite import (
     REPORT_KEY,
     Scope,
@@ -48,6 +47,7 @@ from passes._rewrite import (
     replace_output,
     returned_by,
     rewrite_record,
+    sequence_abi_entry,
     subgraph_scopes,
     take_over,
     walk_scopes,
@@ -62,7 +62,6 @@ from seqlower.analysis import (
     model_input_dims,
     node_label,
     unchanged_split_source,
-    shape_json,
 )
 from passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.builder import Builder, NameAuthority
@@ -286,7 +285,7 @@ class _Lowerer:
                 inner = o.op("Where", [self.pad_mask(ranks, width, o, base, shapes), shapes, o.ints([1])], f"{base}_shapes_inner")
             fs = FlatSeq(values, inner, ranks, dtype, width, graph, _producer_in(inner, graph), True, scope.opset)
             self.seqs[v] = fs
-            entries.append(self._optional_wrap(_abi_entry(v, dtype, width, ranked, tensors)))
+            entries.append(sequence_abi_entry(self.model, v, dtype, width, ranked, tensors, v.name or "seq"))
             self.records.append({"op": "input", "node": f"model input '{v.name}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
             self.modified = True
         if entries:
@@ -329,32 +328,13 @@ class _Lowerer:
                 tensors[key] = t.name
                 new_outputs.append(t)
             v.name = self.names.fresh(f"{base}_sequence")  # the old value dies with its producer
-            entries.append(self._optional_wrap(_abi_entry(v, fs.dtype, width, ranked, tensors, name=base)))
+            entries.append(sequence_abi_entry(self.model, v, fs.dtype, width, ranked, tensors, base))
             self.records.append({"op": "output", "node": f"model output '{base}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
             self.modified = True
         if entries:
             graph.outputs.clear()
             graph.outputs.extend(new_outputs)
             write_abi(self.model, "outputs", entries)
-
-    def _optional_wrap(self, entry: dict) -> dict:
-        """An optional sequence's payload (see lower_optionals) joins its present flag."""
-        present = self.model.meta.get(OPTIONAL_SEQUENCES_KEY, {}).get(entry["name"])
-        if present is not None:
-            entry["kind"] = "optional_sequence"
-            entry["tensors"]["present"] = present
-        return entry
-
-
-def _abi_entry(v: ir.Value, dtype: ir.DataType, width: int, ranked: bool, tensors: dict[str, str], name: str | None = None) -> dict:
-    shape = v.shape  # onnx_ir keeps a sequence's element shape on the value
-    if ranked:
-        dims = None
-    elif shape is not None and shape.rank() == width:
-        dims = shape_json(shape)
-    else:
-        dims = [None] * width
-    return {"name": name or v.name, "kind": "sequence", "elem_type": dtype.name, "elem_shape": dims, "width": width, "tensors": tensors}
 
 
 def _producer_in(v: ir.Value, graph: ir.Graph | ir.Function) -> ir.Node | None:

@@ -23,6 +23,7 @@ import numpy as np
 import onnx_ir as ir
 
 from passes._rewrite import (
+    OPTIONAL_SEQUENCES_KEY,
     REPORT_KEY,
     Scope,
     rebuild_node,
@@ -41,7 +42,6 @@ __all__ = ["LowerOptionalsPass", "OPTIONAL_SEQUENCES_KEY"]
 
 # model.meta: payload input/output name -> the ``present`` tensor's name, for sequence
 # payloads whose ABI entry the Flat lowering writes.
-OPTIONAL_SEQUENCES_KEY = "seqlower.optional_sequences"
 BOOL = ir.DataType.BOOL
 
 _OPS = frozenset({"Optional", "OptionalHasElement", "OptionalGetElement"})

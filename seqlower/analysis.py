@@ -848,10 +848,11 @@ class _Analyzer:
         model-input dims (one size for the whole run, so even an empty sequence knows
         it). Ragged: the elements differ along one axis only, the other dims being such
         sizes; the group's splits are along that axis and its concats join along it.
-        The model boundary stays Flat (the ABI), and so does a Loop whose carried
+        Model inputs stay Flat (the ABI gives no shape guarantee); model outputs are
+        converted to the ABI where they leave. A Loop whose carried
         tensors' declared shapes are not the same going in and coming out (the shapes
         inference derived from them would prove nothing)."""
-        boundary = {*self.model.graph.inputs, *self.model.graph.outputs}
+        inputs, outputs = set(self.model.graph.inputs), set(self.model.graph.outputs)
         order = self._order.__getitem__
         stacked: dict[ir.Value, ir.Shape] = {}
         ragged: dict[ir.Value, tuple[int, ir.Shape]] = {}
@@ -859,7 +860,7 @@ class _Analyzer:
             group_values = sorted(group, key=order)
             shapes: list[ir.Shape] = []
             for v in group_values:
-                if v in boundary:
+                if v in inputs:
                     return False
                 p = v.producer()
                 if p is not None and p.op_type == "Loop" and not loop_shapes_consistent(p):
@@ -877,7 +878,8 @@ class _Analyzer:
                 stacked.update(dict.fromkeys(group_values, shapes[0]))
                 continue
             axis = self._ragged_axis(group_values, shapes)
-            if axis is None:
+            # A Ragged model output along axis 0 is already the ABI's values in order.
+            if axis is None or (axis != 0 and any(v in outputs for v in group_values)):
                 return False
             merged = ir.Shape([None if i == axis else d for i, d in enumerate(shapes[0].dims)])
             ragged.update(dict.fromkeys(group_values, (axis, merged)))

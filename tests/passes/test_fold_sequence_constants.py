@@ -23,7 +23,7 @@ def _run(m):
 
 def test_length_folds_although_elements_are_unknown_and_the_sequence_stays():
     # A 1-D split gives a known length over an unknown dim; the sequence is a model
-    # output (a boundary), so it goes Flat through the ABI, and its length is a constant.
+    # output, so it leaves through the ABI (Ragged inside), and its length is a constant.
     m = model(
         [
             helper.make_node("SplitToSequence", ["x", "sizes"], ["s"], axis=0),
@@ -38,7 +38,7 @@ def test_length_folds_although_elements_are_unknown_and_the_sequence_stays():
     assert [n.op_type for n in irm.graph] == ["SplitToSequence", "Identity"]
     low, report = lower_checked(m, inputs=[{"x": np.arange(6, dtype=np.float32)}])
     assert any(r["op"] == "SequenceLength" and r["how"] == "folded" for r in report.rewrites)
-    assert any(r["op"] == "SplitToSequence" and r["into"] == "flat" for r in report.rewrites)
+    assert any(r["op"] == "SplitToSequence" and r["into"] == "ragged" for r in report.rewrites)
     assert [o.name for o in low.graph.output] == ["s_values", "s_shapes", "n"]
 
 

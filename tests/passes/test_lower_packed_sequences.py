@@ -313,6 +313,25 @@ def ragged_map_and_loop() -> Program:
     )
 
 
+def packed_outputs() -> Program:
+    """Sequence-typed model outputs of each packed kind leave through the Flat ABI:
+    unbound rows (Stacked [M]), column chunks (Stacked [N, 1]), split parts (Ragged along
+    axis 0), one edited at a run-time position first."""
+    return Program(
+        [
+            n("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+            n("SplitToSequence", ["x"], ["cols"], axis=1),
+            n("SplitToSequence", ["x", "sizes"], ["parts0"], axis=0),
+            n("SequenceErase", ["parts0", "p"], ["parts"]),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("sizes", INT64, ["K"]), t("p", INT64, [])],
+        [seq("rows", FLOAT, ["M"]), seq("cols", FLOAT, ["N", 1]), seq("parts", FLOAT, [None, "M"])],
+        [{"x": _x(4, 2), "sizes": np.array([1, 0, 3]), "p": np.array(-1)},
+         {"x": _x(0, 3), "sizes": np.array([0, 0]), "p": np.array(0)},
+         {"x": _x(3, 0), "sizes": np.array([3]), "p": np.array(0)}],
+    )
+
+
 RAGGED = ("ragged_split_edit_join", "ragged_strings", "ragged_float16", "ragged_chunks_of_k", "ragged_map_and_loop")
 
 
@@ -320,7 +339,7 @@ PROGRAMS: dict[str, Callable[[], Program]] = {
     f.__name__: f
     for f in (unbind_read_stack, equal_chunks, construct_insert_erase, strings, float16, loop_append_once,
               loop_carried_edits, if_branches, sequence_map, ragged_split_edit_join, ragged_strings, ragged_float16,
-              ragged_chunks_of_k, ragged_map_and_loop)
+              ragged_chunks_of_k, ragged_map_and_loop, packed_outputs)
 }
 CASES = [(name, opset) for name, f in PROGRAMS.items() for opset in OPSETS if opset >= f().min_opset]
 
@@ -364,3 +383,17 @@ def test_the_flat_programs_by_default(name):
     opset = max(18, p.min_opset)
     m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
     lower_checked(m, inputs=p.feeds)
+
+
+def test_packed_model_outputs_leave_through_the_abi():
+    import json
+
+    p = packed_outputs()
+    m = model(p.nodes, p.inputs, p.outputs, opset=18, initializer=p.inits, ir_version=IR_FOR_OPSET[18])
+    low, report = lower_checked(m, inputs=p.feeds)
+    assert {(r["node"], r["into"]) for r in report.rewrites if r["op"] == "output"} == {
+        ("model output 'rows'", "stacked"), ("model output 'cols'", "stacked"), ("model output 'parts'", "ragged")}
+    abi = {e["name"]: e for e in json.loads(next(p.value for p in low.metadata_props if p.key == "seqlower.abi"))["outputs"]}
+    assert {k: (e["width"], e["elem_shape"], sorted(e["tensors"])) for k, e in abi.items()} == {
+        "rows": (1, ["M"], ["shapes", "values"]), "cols": (2, ["N", 1], ["shapes", "values"]),
+        "parts": (2, [None, "M"], ["shapes", "values"])}
