@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 import re
 
 import onnx
@@ -81,15 +82,63 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = _reset_after_policy_squeezes(model, self.keepdims_policy)
         modified |= _forget_body_output_names(model)
+        modified |= self._settle(model)
+        modified |= self._loop_invariant_elements(model)
+        return ir.passes.PassResult(model, modified)
+
+    def _settle(self, model: ir.Model) -> bool:
         # What seqlower adds (a concat's summed axis) feeds onnx's inference of the
         # tensor ops after it, so alternate until neither learns anything (bounded).
+        modified = False
         for _ in range(4):
             changed = self._onnx_inference(model)
             changed |= self._apply_analysis(model, analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy))
             modified |= changed
             if not changed:
                 break
-        return ir.passes.PassResult(model, modified)
+        return modified
+
+    def _loop_invariant_elements(self, model: ir.Model) -> bool:
+        """Prove by induction that a Loop-carried sequence keeps its initial element shape.
+
+        A body input declared with unknown dims (TorchScript's ``seq(float[?])``) makes
+        every element read in the body unknown, so what the body inserts is unknown, so
+        the carried elements look unknown: the fixpoint is stuck low. Assume instead that
+        the elements have the initial value's shape (every element the same shape, of
+        numbers and model-input dims), infer, and keep the result only if the body then
+        gives back elements of exactly that shape; otherwise every shape is restored.
+        """
+        analysis = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
+        anchored = input_dim_names(model)
+        candidates: list[tuple[ir.Value, ir.Value, ir.Shape]] = []
+        for graph in model.graphs():
+            for node in graph:
+                if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
+                    continue
+                body = node.attributes["body"].as_graph()
+                for k, init in enumerate(node.inputs[2:]):
+                    info = analysis.info.get(init) if init is not None else None
+                    if info is None or not info.uniform or info.elem_shape is None or 1 + k >= len(body.outputs):
+                        continue
+                    shape = info.elem_shape
+                    bi = body.inputs[2 + k]
+                    if bi.shape == shape or not all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in shape.dims):
+                        continue
+                    candidates.append((bi, body.outputs[1 + k], shape))
+        if not candidates:
+            return False
+        snapshot = [(v, v.shape) for g in model.graphs() for v in _graph_values(g)]
+        for bi, _, shape in candidates:
+            bi.shape = shape
+        self._settle(model)
+        after = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
+        for bi, bo, shape in candidates:
+            out = after.info.get(bo)
+            if out is None or not (out.length == 0 or (out.uniform and out.elem_shape == shape)):
+                for v, old in snapshot:
+                    v.shape = old
+                return False
+        return True
 
     def _onnx_inference(self, model: ir.Model) -> bool:
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -173,6 +222,12 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     out.shape = new
                     modified = True
         return modified
+
+
+def _graph_values(graph: ir.Graph) -> Iterator[ir.Value]:
+    yield from graph.inputs
+    for node in graph:
+        yield from node.outputs
 
 
 def _forget_body_output_names(model: ir.Model) -> bool:

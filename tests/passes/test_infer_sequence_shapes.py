@@ -46,3 +46,55 @@ def test_refine_never_forgets_a_known_dim():
     assert refine_shape(ir.Shape(["N"]), ir.Shape([None])) == ir.Shape(["N"])
     assert refine_shape(ir.Shape([2]), ir.Shape([2, 3])) == ir.Shape([2])
     assert refine_shape(None, ir.Shape([1])) == ir.Shape([1])
+
+
+def _edit_loop(grow: bool) -> onnx.ModelProto:
+    """A list carried by a Loop whose body declares its elements' shape unknown (as
+    TorchScript does): each step reads the first element, adds the step's row (or, with
+    ``grow``, appends it doubled in length) and appends the result."""
+    from tests.helpers import BOOL, INT64, body
+
+    nodes = [
+        helper.make_node("Identity", ["c"], ["c_out"]),
+        helper.make_node("SequenceAt", ["s_in", "zero"], ["first"]),
+        helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+        helper.make_node("Add", ["first", "row"], ["sum"]),
+    ]
+    if grow:
+        nodes.append(helper.make_node("Concat", ["sum", "sum"], ["new"], axis=0))
+    else:
+        nodes.append(helper.make_node("Identity", ["sum"], ["new"]))
+    nodes.append(helper.make_node("SequenceInsert", ["s_in", "new"], ["s_out"]))
+    b = body(nodes, [t("i", INT64, []), t("c", BOOL, []), seq("s_in", FLOAT, [None])],
+             [t("c_out", BOOL, []), seq("s_out", FLOAT, [None])])
+    return model(
+        [
+            helper.make_node("SequenceConstruct", ["x0"], ["init"]),
+            helper.make_node("Loop", ["trips", "", "init"], ["s"], body=b),
+            helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("x0", FLOAT, ["M"]), t("trips", INT64, [])],
+        [t("y", FLOAT, [None])],
+        initializer=[const("zero", 0, np.int64)],
+    )
+
+
+def test_a_carried_list_keeps_its_element_shape_by_induction():
+    from seqlower.analysis import analyze
+    from tests.helpers import lower_checked
+
+    feeds = [{"x": np.arange(6, dtype=np.float32).reshape(3, 2), "x0": np.ones(2, np.float32), "trips": np.array(3)},
+             {"x": np.zeros((1, 2), np.float32), "x0": np.ones(2, np.float32), "trips": np.array(0)}]
+    # Growing elements still differ along one axis only: Ragged.
+    for grow, carried_shape, lowering in ((False, ir.Shape(["M"]), "stacked"), (True, ir.Shape([None]), "ragged")):
+        m = _edit_loop(grow)
+        irm = ir.serde.deserialize_model(m)
+        InferSequenceShapesPass()(irm)
+        loop = next(n for n in irm.graph if n.op_type == "Loop")
+        s_in = loop.attributes["body"].as_graph().inputs[2]
+        # The body gives back [M] elements for [M] elements: proven. Growing ones: the
+        # assumption fails, and every shape it touched is restored.
+        assert s_in.shape == carried_shape
+        assert analyze(irm).webs[0].packed
+        _, report = lower_checked(m, inputs=feeds)
+        assert lowering in {r["into"] for r in report.rewrites}
