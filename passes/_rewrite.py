@@ -16,7 +16,7 @@ from seqlower.builder import Builder, NameAuthority, default_opset
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "write_abi", "sequence_abi_entry", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "take_over", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
@@ -210,3 +210,38 @@ def sequence_abi_entry(
         entry["kind"] = "optional_sequence"
         entry["tensors"]["present"] = present
     return entry
+
+
+def append_once(body: ir.Graph, k: int) -> tuple[ir.Node, ir.Value] | None:
+    """The SequenceInsert and the tensor when Loop-carried sequence ``k`` is TorchScript's
+    ``xs.append(t)`` once per iteration: the body's only use of the sequence appends ``t``
+    at the end, and the result is only returned."""
+    bi, bo = body.inputs[2 + k], body.outputs[1 + k]
+    ins = bo.producer()
+    if ins is None or ins.graph is not body or ins.op_type != "SequenceInsert" or ins.domain not in ("", "ai.onnx"):
+        return None
+    if ins.inputs[0] is not bi or (len(ins.inputs) > 2 and ins.inputs[2] is not None):
+        return None
+    if len(bi.uses()) != 1 or bi in body.outputs or bo.uses() or list(body.outputs).count(bo) != 1:
+        return None
+    t = ins.inputs[1]
+    return None if t is None else (ins, t)
+
+
+def map_loop_body(names: NameAuthority, base: str, opset: int) -> tuple[ir.Graph, ir.Value, ir.Value, Builder]:
+    """An empty Loop body for a lowered SequenceMap: the graph, its iteration and
+    condition inputs, and a builder that appends to it."""
+    graph = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_loop_body"), opset_imports={"": opset})
+    it = ir.Value(name=names.fresh(f"{base}_i"), type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([]))
+    cond = ir.Value(name=names.fresh(f"{base}_cond"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    graph.inputs.extend([it, cond])
+    return graph, it, cond, Builder(graph, None, opset, names, main_graph=False)
+
+
+def inline_map_body(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], b: Builder, names: NameAuthority) -> dict[ir.Value, ir.Value]:
+    """A SequenceMap body cloned into a Loop body (its initializers as constants there),
+    with its inputs bound by ``value_map``."""
+    for init in body.initializers.values():
+        assert init.const_value is not None
+        value_map[init] = b.constant(init.const_value.numpy(), f"{init.name}")
+    return inline_graph(body, value_map, b, names, "map")

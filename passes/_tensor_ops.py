@@ -118,6 +118,24 @@ class Ops:
 
 # -- rules --------------------------------------------------------------------------------
 
+    def splice(self, x: ir.Value, start: ir.Value, stop: ir.Value, middle: ir.Value | None, axis: int, name: str) -> ir.Value:
+        """``x[:start] ++ middle ++ x[stop:]`` along ``axis`` (start, stop: [1]-shaped)."""
+        head = self.slice(x, self.ints([0]), start, [axis], f"{name}_head")
+        tail = self.slice(x, stop, self.ints([MAX_INT64]), [axis], f"{name}_tail")
+        return self.concat([head, *([middle] if middle is not None else []), tail], axis, name)
+
+    def position(self, p: ir.Value | None, n: ir.Value, name: str, default: str = "n") -> ir.Value:
+        """A position input (int32/int64, scalar or [1], negatives from the end) of a
+        sequence of ``n`` elements as a non-negative int64 scalar; a missing one is ``n``
+        (append) or ``n - 1`` (``default="last"``)."""
+        if p is None:
+            return n if default == "n" else self.op("Sub", [n, self.scalar(1)], f"{name}_last")
+        if p.dtype != INT64:
+            p = self.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64)
+        p = self.reshape(p, self.ints([]), f"{name}_scalar")
+        neg = self.op("Less", [p, self.scalar(0)], f"{name}_neg", dtype=ir.DataType.BOOL)
+        return self.op("Where", [neg, self.op("Add", [p, n], f"{name}_wrapped"), p], f"{name}_norm", dtype=INT64, shape=[])
+
     def split_sizes(self, d: ir.Value, d1: ir.Value, split: ir.Value | None, base: str) -> tuple[ir.Value, str]:
         """SplitToSequence's chunk sizes as an int64 [n] tensor, for a split dim ``d``
         (scalar; ``d1`` as [1]) known only at run time, and how they were made."""

@@ -42,7 +42,9 @@ import onnx_ir as ir
 from passes._rewrite import (
     REPORT_KEY,
     Scope,
-    inline_graph,
+    inline_map_body,
+    map_loop_body,
+    append_once,
     rebuild_node,
     replace_output,
     returned_by,
@@ -63,7 +65,7 @@ from seqlower.analysis import (
     node_label,
     unchanged_split_source,
 )
-from passes._tensor_ops import INT64, MAX_INT64, Ops
+from passes._tensor_ops import INT64, Ops
 from seqlower.builder import Builder, NameAuthority
 from seqlower.errors import ModelError
 
@@ -225,16 +227,7 @@ class _Lowerer:
         return p1, next1, start, end
 
     def normalise(self, fs: FlatSeq, p: ir.Value, o: Ops, name: str, default: str) -> ir.Value:
-        """A position input (int32/int64, scalar or [1], negatives from the end) as a
-        non-negative int64 scalar; a missing one is ``n`` (append) or ``n - 1``."""
-        n = self.derive(fs, "count")
-        if p is None:
-            return n if default == "n" else o.op("Sub", [n, o.scalar(1)], f"{name}_last")
-        if p.dtype != INT64:
-            p = o.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64)
-        p = o.reshape(p, o.ints([]), f"{name}_scalar")
-        neg = o.op("Less", [p, o.scalar(0)], f"{name}_neg", dtype=ir.DataType.BOOL)
-        return o.op("Where", [neg, o.op("Add", [p, n], f"{name}_wrapped"), p], f"{name}_norm", dtype=INT64, shape=[])
+        return o.position(p, self.derive(fs, "count"), name, default)
 
     @staticmethod
     def padded_dims(t: ir.Value, rank: int, width: int, o: Ops, name: str) -> ir.Value:
@@ -385,13 +378,6 @@ def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "same tensors"
 
 
-def _splice(x: ir.Value, start: ir.Value, stop: ir.Value, middle: ir.Value | None, o: Ops, name: str) -> ir.Value:
-    """``x[:start] ++ middle ++ x[stop:]`` along axis 0 (start, stop: [1]-shaped)."""
-    head = o.slice(x, o.ints([0]), start, [0], f"{name}_head")
-    tail = o.slice(x, stop, o.ints([MAX_INT64]), [0], f"{name}_tail")
-    return o.concat([head, *([middle] if middle is not None else []), tail], 0, name)
-
-
 def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     fs = lw.seq(node.inputs[0])
     t = node.inputs[1]
@@ -410,9 +396,9 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     p = lw.normalise(fs, pos, o, f"{base}_pos", "n")
     p1 = o.reshape(p, o.ints([1]), f"{base}_pos1")
     off = o.op("Gather", [lw.derive(fs, "bounds"), p1], f"{base}_offset")
-    values = _splice(fs.values, off, off, flat_t, o, f"{base}_flat")
-    shapes = _splice(fs.shapes, p1, p1, row, o, f"{base}_rows")
-    ranks = _splice(fs.ranks, p1, p1, rank_t, o, f"{base}_rank_list") if fs.ranks is not None else None
+    values = o.splice(fs.values, off, off, flat_t, 0, f"{base}_flat")
+    shapes = o.splice(fs.shapes, p1, p1, row, 0, f"{base}_rows")
+    ranks = o.splice(fs.ranks, p1, p1, rank_t, 0, f"{base}_rank_list") if fs.ranks is not None else None
     lw.make(out, values, shapes, ranks, o, fs.dtype)
     return "Slice + Concat"
 
@@ -424,9 +410,9 @@ def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     pos = node.inputs[1] if len(node.inputs) > 1 else None
     p = lw.normalise(fs, pos, o, f"{base}_pos", "last")
     p1, next1, start, end = lw.span(fs, p, o, base)
-    values = _splice(fs.values, start, end, None, o, f"{base}_flat")
-    shapes = _splice(fs.shapes, p1, next1, None, o, f"{base}_rows")
-    ranks = _splice(fs.ranks, p1, next1, None, o, f"{base}_rank_list") if fs.ranks is not None else None
+    values = o.splice(fs.values, start, end, None, 0, f"{base}_flat")
+    shapes = o.splice(fs.shapes, p1, next1, None, 0, f"{base}_rows")
+    ranks = o.splice(fs.ranks, p1, next1, None, 0, f"{base}_rank_list") if fs.ranks is not None else None
     lw.make(out, values, shapes, ranks, o, fs.dtype)
     return "Slice + Concat"
 
@@ -628,22 +614,12 @@ def _register_spans(lw: _Lowerer, new: ir.Node, spans: list[tuple[ir.Value | Non
 
 
 def _append_once(lw: _Lowerer, node: ir.Node, body: ir.Graph, k: int) -> tuple[ir.Node, ir.Value] | None:
-    """The SequenceInsert and tensor when carried sequence ``k`` is TorchScript's
-    ``xs.append(t)`` once per iteration: the body's only use of the sequence appends ``t``
-    at the end, and the result is only returned. ``t`` must have one shape in every
-    iteration (Loop scan outputs must), which :func:`_invariant_shape` proves."""
-    bi, bo = body.inputs[2 + k], body.outputs[1 + k]
-    ins = bo.producer()
-    if ins is None or ins.graph is not body or ins.op_type != "SequenceInsert" or not is_default_domain(ins):
+    """:func:`append_once`, where the appended tensor has one shape in every iteration
+    (Loop scan outputs must), which :func:`_invariant_shape` proves."""
+    found = append_once(body, k)
+    if found is None or not _invariant_shape(found[1], node, frozenset(model_input_dims(lw.model))):
         return None
-    if ins.inputs[0] is not bi or (len(ins.inputs) > 2 and ins.inputs[2] is not None):
-        return None
-    if len(bi.uses()) != 1 or bi in body.outputs or bo.uses() or list(body.outputs).count(bo) != 1:
-        return None
-    t = ins.inputs[1]
-    if t is None or not _invariant_shape(t, node, frozenset(model_input_dims(lw.model))):
-        return None
-    return ins, t
+    return found
 
 
 def _invariant_shape(t: ir.Value, node: ir.Node, anchored: frozenset[str]) -> bool:
@@ -763,21 +739,15 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     first = lw.seq(node.inputs[0])
     base = node.outputs[0].name or "map"
     names = lw.names
-    loop_body = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_loop_body"), opset_imports={"": scope.opset})
-    it = ir.Value(name=names.fresh(f"{base}_i"), type=ir.TensorType(INT64), shape=ir.Shape([]))
-    cond = ir.Value(name=names.fresh(f"{base}_cond"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
-    loop_body.inputs.extend([it, cond])
-    bo_ops = Ops(Builder(loop_body, None, scope.opset, names, main_graph=False))
+    loop_body, it, cond, loop_builder = map_loop_body(names, base, scope.opset)
+    bo_ops = Ops(loop_builder)
     value_map: dict[ir.Value, ir.Value | None] = {}
     for inp, bi in zip(node.inputs, body.inputs):
         if inp is not None and inp in lw.seqs:
             value_map[bi] = lw.element(lw.seq(inp), it, bo_ops, f"{bi.name or 'x'}_elem", None)
         else:
             value_map[bi] = inp
-    for init in body.initializers.values():
-        assert init.const_value is not None
-        value_map[init] = bo_ops.b.constant(init.const_value.numpy(), f"{init.name}")
-    mapped = inline_graph(body, value_map, bo_ops.b, names, "map")
+    mapped = inline_map_body(body, value_map, bo_ops.b, names)
     cond_out = bo_ops.identity(cond, f"{base}_cond_out")
     carried_init: list[ir.Value] = []
     carried_in: list[ir.Value] = []

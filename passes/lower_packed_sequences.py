@@ -25,9 +25,11 @@ import onnx_ir as ir
 from passes._rewrite import (
     REPORT_KEY,
     Scope,
-    inline_graph,
+    inline_map_body,
+    map_loop_body,
     rebuild_node,
     replace_output,
+    append_once,
     returned_by,
     rewrite_record,
     sequence_abi_entry,
@@ -204,16 +206,7 @@ class _Lowerer:
         return o.concat([o.ints([0]), o.op("CumSum", [ps.lengths, o.scalar(0)], f"{name}_ends")], 0, f"{name}_bounds")
 
     def normalise(self, ps: Packed, p: ir.Value | None, o: Ops, name: str, default: str = "n") -> ir.Value:
-        """A position input as a non-negative int64 scalar (a missing one is ``n`` or
-        ``n - 1``)."""
-        n = self.count(ps, o, name)
-        if p is None:
-            return n if default == "n" else o.op("Sub", [n, o.scalar(1)], f"{name}_last")
-        if p.dtype != INT64:
-            p = o.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64)
-        p = o.reshape(p, o.ints([]), f"{name}_scalar")
-        neg = o.op("Less", [p, o.scalar(0)], f"{name}_neg", dtype=ir.DataType.BOOL)
-        return o.op("Where", [neg, o.op("Add", [p, n], f"{name}_wrapped"), p], f"{name}_norm", dtype=INT64, shape=[])
+        return o.position(p, self.count(ps, o, name), name, default)
 
     def span(self, ps: Packed, p1: ir.Value, o: Ops, name: str) -> tuple[ir.Value, ir.Value]:
         """Where Ragged element ``p1`` ([1], normalised) starts and ends along the axis."""
@@ -342,29 +335,23 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     t = node.inputs[1]
     assert t is not None
     p = node.inputs[2] if len(node.inputs) > 2 else None
-    if ps.axis is None:
+    if ps.lengths is None:
         row = o.unsqueeze(t, [0], f"{name}_row")
         if p is None:
             lw.set(out, o.concat([ps.data, row], 0, f"{name}_data"))
             return "Concat (append)"
         p1 = o.reshape(lw.normalise(ps, p, o, name), o.ints([1]), f"{name}_pos1")
-        head = o.slice(ps.data, o.ints([0]), p1, [0], f"{name}_head")
-        tail = o.slice(ps.data, p1, o.ints([MAX_INT64]), [0], f"{name}_tail")
-        lw.set(out, o.concat([head, row, tail], 0, f"{name}_data"))
+        lw.set(out, o.splice(ps.data, p1, p1, row, 0, f"{name}_data"))
         return "Slice + Concat"
-    assert ps.lengths is not None
     a = ps.axis
+    assert a is not None
     length = _len_along(t, a, o, name)
     if p is None:
         lw.set(out, o.concat([ps.data, t], a, f"{name}_data"), o.concat([ps.lengths, length], 0, f"{name}_lengths"))
         return "Concat (append)"
     p1 = o.reshape(lw.normalise(ps, p, o, name), o.ints([1]), f"{name}_pos1")
     start, _ = lw.span(ps, p1, o, name)
-    data = o.concat([o.slice(ps.data, o.ints([0]), start, [a], f"{name}_head"), t,
-                     o.slice(ps.data, start, o.ints([MAX_INT64]), [a], f"{name}_tail")], a, f"{name}_data")
-    lengths = o.concat([o.slice(ps.lengths, o.ints([0]), p1, [0], f"{name}_lhead"), length,
-                        o.slice(ps.lengths, p1, o.ints([MAX_INT64]), [0], f"{name}_ltail")], 0, f"{name}_lengths")
-    lw.set(out, data, lengths)
+    lw.set(out, o.splice(ps.data, start, start, t, a, f"{name}_data"), o.splice(ps.lengths, p1, p1, length, 0, f"{name}_lengths"))
     return "Slice + Concat"
 
 
@@ -373,25 +360,17 @@ def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     name = out.name or "erase"
     p = node.inputs[1] if len(node.inputs) > 1 else None
-    if ps.axis is None:
-        if p is None:
-            lw.set(out, o.slice(ps.data, o.ints([0]), o.ints([-1]), [0], f"{name}_data"))
-            return "Slice (drop last)"
-        p1 = o.reshape(lw.normalise(ps, p, o, name), o.ints([1]), f"{name}_pos1")
-        head = o.slice(ps.data, o.ints([0]), p1, [0], f"{name}_head")
-        tail = o.slice(ps.data, o.op("Add", [p1, o.ints([1])], f"{name}_next1"), o.ints([MAX_INT64]), [0], f"{name}_tail")
-        lw.set(out, o.concat([head, tail], 0, f"{name}_data"))
-        return "Slice + Concat"
-    assert ps.lengths is not None
-    a = ps.axis
+    if ps.lengths is None and p is None:
+        lw.set(out, o.slice(ps.data, o.ints([0]), o.ints([-1]), [0], f"{name}_data"))
+        return "Slice (drop last)"
     p1 = o.reshape(lw.normalise(ps, p, o, name, default="last"), o.ints([1]), f"{name}_pos1")
+    next1 = o.op("Add", [p1, o.ints([1])], f"{name}_next1")
+    if ps.lengths is None:
+        lw.set(out, o.splice(ps.data, p1, next1, None, 0, f"{name}_data"))
+        return "Slice + Concat"
+    assert ps.axis is not None
     start, end = lw.span(ps, p1, o, name)
-    data = o.concat([o.slice(ps.data, o.ints([0]), start, [a], f"{name}_head"),
-                     o.slice(ps.data, end, o.ints([MAX_INT64]), [a], f"{name}_tail")], a, f"{name}_data")
-    lengths = o.concat([o.slice(ps.lengths, o.ints([0]), p1, [0], f"{name}_lhead"),
-                        o.slice(ps.lengths, o.op("Add", [p1, o.ints([1])], f"{name}_lnext"), o.ints([MAX_INT64]), [0], f"{name}_ltail")],
-                       0, f"{name}_lengths")
-    lw.set(out, data, lengths)
+    lw.set(out, o.splice(ps.data, start, end, None, ps.axis, f"{name}_data"), o.splice(ps.lengths, p1, next1, None, 0, f"{name}_lengths"))
     return "Slice + Concat"
 
 
@@ -521,21 +500,6 @@ def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "If returning the packed tensors"
 
 
-def _append_once(body: ir.Graph, k: int) -> tuple[ir.Node, ir.Value] | None:
-    """The SequenceInsert and tensor when carried sequence ``k`` is only appended to, once
-    per step, and the result only returned (TorchScript's ``xs.append(t)``)."""
-    bi, bo = body.inputs[2 + k], body.outputs[1 + k]
-    ins = bo.producer()
-    if ins is None or ins.graph is not body or ins.op_type != "SequenceInsert" or not is_default_domain(ins):
-        return None
-    if ins.inputs[0] is not bi or (len(ins.inputs) > 2 and ins.inputs[2] is not None):
-        return None
-    if len(bi.uses()) != 1 or bi in body.outputs or bo.uses() or list(body.outputs).count(bo) != 1:
-        return None
-    t = ins.inputs[1]
-    return None if t is None else (ins, t)
-
-
 def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
@@ -547,7 +511,7 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     # (one shape every step: the group is uniform); Ragged ones differ per step.
     appends = {
         k: a for k in range(n_carried)
-        if packed_k[k] and lw.axis(body.inputs[2 + k]) is None and (a := _append_once(body, k)) is not None
+        if packed_k[k] and lw.axis(body.inputs[2 + k]) is None and (a := append_once(body, k)) is not None
     }
     bo_ops = Ops(Builder(body, None, scope.opset, lw.names, main_graph=False))
     keep = [k for k in range(n_carried) if k not in appends]
@@ -629,11 +593,8 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
     base = node.outputs[0].name or "map"
     names = lw.names
-    loop_body = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_loop_body"), opset_imports={"": scope.opset})
-    it = ir.Value(name=names.fresh(f"{base}_i"), type=ir.TensorType(INT64), shape=ir.Shape([]))
-    cond = ir.Value(name=names.fresh(f"{base}_cond"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
-    loop_body.inputs.extend([it, cond])
-    bo_ops = Ops(Builder(loop_body, None, scope.opset, names, main_graph=False))
+    loop_body, it, cond, loop_builder = map_loop_body(names, base, scope.opset)
+    bo_ops = Ops(loop_builder)
     value_map: dict[ir.Value, ir.Value | None] = {}
     it1 = bo_ops.reshape(it, bo_ops.ints([1]), f"{base}_i1")
     for inp, bi in zip(node.inputs, body.inputs):
@@ -648,10 +609,7 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             start = bo_ops.op("Gather", [bounds, it1], f"{bi.name or 'x'}_start")
             end = bo_ops.op("Gather", [bounds, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next")], f"{bi.name or 'x'}_end")
             value_map[bi] = bo_ops.slice(ps.data, start, end, [ps.axis], f"{bi.name or 'x'}_elem")
-    for init in body.initializers.values():
-        assert init.const_value is not None
-        value_map[init] = bo_ops.b.constant(init.const_value.numpy(), f"{init.name}")
-    mapped = inline_graph(body, value_map, bo_ops.b, names, "map")
+    mapped = inline_map_body(body, value_map, bo_ops.b, names)
     cond_out = bo_ops.identity(cond, f"{base}_cond_out")
     carried_in: list[ir.Value] = []
     carried_out: list[ir.Value] = []

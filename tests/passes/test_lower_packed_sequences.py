@@ -22,6 +22,16 @@ from tests.passes.test_lower_flat_sequences import Program, _x, n
 F16 = TensorProto.FLOAT16
 
 
+def _typed(k: int, m: int, dtype: int, np_dtype) -> np.ndarray:
+    """A [k, m] input of the element type (strings "s<i><j>")."""
+    if dtype != STRING:
+        return _x(k, m).astype(np_dtype)
+    a = np.empty((k, m), dtype=object)
+    for i, j in np.ndindex(k, m):
+        a[i, j] = f"s{i}{j}"
+    return a
+
+
 def unbind_read_stack() -> Program:
     """unbind over a run-time dim, read at a run-time negative position, counted,
     stacked at axis 1 and -1, concatenated along axis 0 and 1."""
@@ -68,12 +78,7 @@ def construct_insert_erase(dtype=FLOAT, np_dtype=np.float32, min_opset=11) -> Pr
     """A list built from tensors of one shape, grown and shrunk at run-time positions
     (negatives), then stacked."""
     def data(k, m):
-        if dtype != STRING:
-            return _x(k, m).astype(np_dtype)
-        a = np.empty((k, m), dtype=object)
-        for i, j in np.ndindex(k, m):
-            a[i, j] = f"s{i}{j}"
-        return a
+        return _typed(k, m, dtype, np_dtype)
     return Program(
         [
             n("SequenceConstruct", ["a", "b"], ["s0"]),
@@ -209,12 +214,7 @@ def ragged_split_edit_join(dtype=FLOAT, np_dtype=np.float32) -> Program:
     """Run-time split sizes along axis 0 (zero entries), an element read at a negative
     run-time position, one inserted at a run-time position and one erased, joined back."""
     def data(k, m):
-        if dtype != STRING:
-            return _x(k, m).astype(np_dtype)
-        a = np.empty((k, m), dtype=object)
-        for i, j in np.ndindex(k, m):
-            a[i, j] = f"s{i}{j}"
-        return a
+        return _typed(k, m, dtype, np_dtype)
     return Program(
         [
             n("SplitToSequence", ["x", "sizes"], ["parts"], axis=0),
