@@ -130,6 +130,11 @@ class Ops:
         (append) or ``n - 1`` (``default="last"``)."""
         if p is None:
             return n if default == "n" else self.op("Sub", [n, self.scalar(1)], f"{name}_last")
+        known = ir.convenience.get_const_tensor(p)
+        if known is not None and known.size == 1:
+            # A constant position needs no test: itself, or counted from the end.
+            k = int(known.numpy().reshape(()))
+            return self.scalar(k) if k >= 0 else self.op("Add", [n, self.scalar(k)], f"{name}_from_end", dtype=INT64, shape=[])
         if p.dtype != INT64:
             p = self.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64)
         p = self.reshape(p, self.ints([]), f"{name}_scalar")

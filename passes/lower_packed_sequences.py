@@ -18,7 +18,7 @@ boundary stay Flat (the ABI), and so does everything the analysis cannot prove p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
@@ -58,6 +58,11 @@ class Packed:
     data: ir.Value
     lengths: ir.Value | None  # Ragged only
     axis: int | None  # Ragged only
+    # Where count and bounds are made, once: the graph that makes the tensors, after
+    # their producer (so a Loop body reading an outer sequence does not redo them).
+    home: ir.Graph | ir.Function | None = None
+    after: ir.Node | None = None
+    derived: dict[str, ir.Value] = field(default_factory=dict)
 
     @property
     def tensors(self) -> list[ir.Value]:
@@ -99,8 +104,10 @@ class _Lowerer:
         self.records: list[dict[str, str]] = []
         self.modified = False
         self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
+        self.opset = 0
 
     def graph(self, scope: Scope) -> None:
+        self.opset = scope.opset  # one per model or function: bodies share it
         lowered: list[ir.Node] = []
         for node in list(scope.graph):
             if not is_default_domain(node) or not self._touches(node):
@@ -154,7 +161,10 @@ class _Lowerer:
         data.shape = ir.Shape([None, *dims]) if axis is None else ir.Shape(dims)
         if lengths is not None:
             lengths.shape = ir.Shape([None])
-        self.seqs[v] = Packed(data, lengths, axis)
+        source = data if lengths is None else lengths
+        p = source.producer()
+        home = p.graph if p is not None else (source.graph if source.is_graph_input() else None)
+        self.seqs[v] = Packed(data, lengths, axis, home, p)
         return self.seqs[v]
 
     def types(self, v: ir.Value, base: str) -> list[tuple[str, ir.TypeProtocol | None, ir.Shape]]:
@@ -196,14 +206,33 @@ class _Lowerer:
             parts.append(o.ints(run))
         return o.concat(parts, 0, f"{name}_elem_dims")
 
+    def _derive(self, ps: Packed, key: str, o: Ops, make) -> ir.Value:
+        """``make(ops)`` once per sequence value, where its tensors are made."""
+        if key in ps.derived:
+            return ps.derived[key]
+        if ps.home is None:
+            return make(o)
+        if ps.after is not None:
+            b = Builder(ps.home, None, self.opset, self.names, main_graph=ps.home is self.model.graph, after=ps.after)
+        else:
+            b = Builder(ps.home, next(iter(ps.home), None), self.opset, self.names, main_graph=ps.home is self.model.graph)
+        v = make(Ops(b))
+        if b.nodes:
+            ps.after = b.nodes[-1]
+        ps.derived[key] = v
+        return v
+
     def count(self, ps: Packed, o: Ops, name: str) -> ir.Value:
         source = ps.data if ps.lengths is None else ps.lengths
-        return o.op("Gather", [o.shape(source, f"{name}_dims"), o.scalar(0)], f"{name}_count", dtype=INT64, shape=[])
+        base = source.name or name
+        return self._derive(ps, "count", o, lambda d: d.op("Gather", [d.shape(source, f"{base}_dims"), d.scalar(0)], f"{base}_count", dtype=INT64, shape=[]))
 
     def bounds(self, ps: Packed, o: Ops, name: str) -> ir.Value:
         """[0, cumsum(lengths)]: where each element of a Ragged value starts and ends."""
-        assert ps.lengths is not None
-        return o.concat([o.ints([0]), o.op("CumSum", [ps.lengths, o.scalar(0)], f"{name}_ends")], 0, f"{name}_bounds")
+        lengths = ps.lengths
+        assert lengths is not None
+        base = lengths.name or name
+        return self._derive(ps, "bounds", o, lambda d: d.concat([d.ints([0]), d.op("CumSum", [lengths, d.scalar(0)], f"{base}_ends")], 0, f"{base}_bounds"))
 
     def normalise(self, ps: Packed, p: ir.Value | None, o: Ops, name: str, default: str = "n") -> ir.Value:
         return o.position(p, self.count(ps, o, name), name, default)
