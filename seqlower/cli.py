@@ -237,24 +237,37 @@ def _fmt_shape(dims: list | None) -> str:
 def _cmd_check(args: argparse.Namespace) -> int:
     from seqlower.inventory import take_inventory
     from seqlower.model_io import read_model_proto
+    from seqlower.targets import load_target, target_gaps
 
-    results = {}
+    target = load_target(args.target)
+    results, gaps = {}, {}
     for path in args.models:
-        results[path] = take_inventory(read_model_proto(path, load_external_data=False))
-    clean = all(inv.clean for inv in results.values())
+        proto = read_model_proto(path, load_external_data=False)
+        results[path] = take_inventory(proto)
+        gaps[path] = target_gaps(proto, target)
+    ok = not any(gaps.values())
     if args.json:
-        print(json.dumps({"tensor_only": clean, "models": {p: i.to_json() for p, i in results.items()}}, indent=2))
+        print(json.dumps({
+            "tensor_only": all(inv.clean for inv in results.values()), "target": target.name, "runs_on_target": ok,
+            "models": {p: {**i.to_json(), "gaps": [g.to_json() for g in gaps[p]]} for p, i in results.items()},
+        }, indent=2))
     else:
         for path, inv in results.items():
-            if inv.clean:
-                print(f"{path}: tensor-only")
+            if not gaps[path]:
+                print(f"{path}: tensor-only" if target.name == "generic" else f"{path}: nothing {target.name} lacks")
                 continue
-            print(f"{path}: {len(inv.ops)} sequence/optional ops and {len(inv.values)} sequence/optional values remain")
-            for op in inv.ops:
-                print(f"  op    {op.node}  in {op.graph}")
-            for v in inv.values:
-                print(f"  value {v.name}: {v.type}  in {v.graph} ({v.role})")
-    return EXIT_OK if clean else EXIT_FAIL
+            if not inv.clean and not target.sequences:
+                print(f"{path}: {len(inv.ops)} sequence/optional ops and {len(inv.values)} sequence/optional values remain")
+                for op in inv.ops:
+                    print(f"  op    {op.node}  in {op.graph}")
+                for v in inv.values:
+                    print(f"  value {v.name}: {v.type}  in {v.graph} ({v.role})")
+            others = [g for g in gaps[path] if "sequence or optional" not in g.why]
+            if others:
+                print(f"{path}: {len(others)} node(s) {target.name} cannot run")
+                for g in others:
+                    print(f"  op    {g.where}  in {g.graph}: {g.why}")
+    return EXIT_OK if ok else EXIT_FAIL
 
 
 # -- lower --------------------------------------------------------------------------------
@@ -277,7 +290,12 @@ def _cmd_lower(args: argparse.Namespace) -> int:
         verdict = verify(str(src), to_proto(lowered), samples=args.samples, seed=args.seed,
                          dims=parse_dims(args.dim), seq_len=args.seq_len, backend=args.backend,
                          keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level)
+    from seqlower.targets import load_target, target_gaps
+
+    target = load_target(args.target)
+    gaps = target_gaps(to_proto(lowered), target)
     doc = report.to_json()
+    doc["target"] = {"name": target.name, "gaps": [g.to_json() for g in gaps]}
     if verdict is not None:
         doc["verify"] = verdict.to_json()
     if verdict is None or verdict.equivalent:
@@ -287,10 +305,23 @@ def _cmd_lower(args: argparse.Namespace) -> int:
     _print_lower(report, verdict, src, dst)
     if verdict is not None and not verdict.equivalent:
         return EXIT_FAIL
-    if args.strict and not report.tensor_only:
-        print(f"  strict: {len(report.remaining)} sequence op(s) or value(s) left; exit {EXIT_FAIL}")
+    lacking = [g for g in gaps if "sequence or optional" not in g.why]
+    if lacking:
+        print(f"  target {target.name}: {len(lacking)} node(s) it cannot run")
+        for g in lacking:
+            print(f"    {g.where}  in {g.graph}: {g.why}")
+    if args.strict and gaps:
+        print(f"  strict: {len(gaps)} op(s) or value(s) {target.name} cannot run; exit {EXIT_FAIL}")
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _add_target_option(p: argparse.ArgumentParser) -> None:
+    from seqlower.targets import TARGETS
+
+    p.add_argument("--target", choices=TARGETS, default="generic",
+                   help="the runtime the model is for (seqlower/targets/NAME.toml says what it lacks;"
+                        " default: generic, any runtime without sequences)")
 
 
 def _print_lower(report: Any, verdict: Any, src: Path, dst: Path) -> None:
@@ -394,7 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f" only at run time become Flat tensors (default: {DEFAULT_MAX_UNROLL})")
     p.add_argument("--verify", action="store_true", help="run both models and write only if they agree")
     p.add_argument("--strict", action="store_true",
-                   help="exit 1 when anything stays a sequence (the output is still written, valid)")
+                   help="exit 1 when anything stays that the --target cannot run: a sequence, or an op it"
+                        " lacks (the output is still written, valid)")
+    _add_target_option(p)
     p.add_argument("--samples", type=_pos_int, default=3, help="samples for --verify (default: 3)")
     _add_exec_options(p, "(unused by lower)")
     p.set_defaults(func=_cmd_lower)
@@ -450,13 +483,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="CI gate: exit 1 while sequences remain", formatter_class=fmt,
                        description="Exit 1 while any sequence op, sequence type or optional type remains "
-                                   "anywhere (subgraphs and functions included); 0 when tensor-only.",
+                                   "anywhere (subgraphs and functions included), or any op the --target "
+                                   "lacks; 0 otherwise.",
                        epilog=_examples("""
                            seqlower check model.lowered.onnx
+                           seqlower check model.lowered.onnx --target tract
                            seqlower check models/*.onnx --json
                        """))
     p.add_argument("models", nargs="+", metavar="model")
     p.add_argument("--json", action="store_true")
+    _add_target_option(p)
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("demo", help="lower and verify the bundled example", formatter_class=fmt,

@@ -1,0 +1,80 @@
+"""Target profiles: what each runtime cannot run, as data (one TOML file per target).
+
+A profile says whether the runtime runs sequence and optional ops and types
+(``sequences``), which other ops it lacks (``lacks``: Loop, Scan, ReverseSequence, ...),
+and the quirks measured on it. :func:`target_gaps` lists every node and value of a model
+the target cannot run, with the reason; ``seqlower check --target`` and ``lower --target``
+report them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import onnx
+
+from seqlower.errors import ModelError, describe_node
+from seqlower.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
+
+__all__ = ["Gap", "Target", "TARGETS", "load_target", "target_gaps"]
+
+_HERE = Path(__file__).parent
+TARGETS: tuple[str, ...] = tuple(sorted(p.stem for p in _HERE.glob("*.toml")))
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    sequences: bool
+    lacks: frozenset[str]
+    quirks: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Something in a model the target cannot run."""
+
+    what: str  # "op" or "value"
+    where: str  # node or value description
+    graph: str
+    why: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"what": self.what, "where": self.where, "graph": self.graph, "why": self.why}
+
+
+@cache
+def load_target(name: str) -> Target:
+    path = _HERE / f"{name}.toml"
+    if name not in TARGETS:
+        raise ModelError(f"unknown target '{name}' (known: {', '.join(TARGETS)})")
+    doc = tomllib.loads(path.read_text())
+    return Target(
+        name=doc["name"],
+        description=doc["description"],
+        sequences=bool(doc["sequences"]),
+        lacks=frozenset(doc.get("lacks", [])),
+        quirks=tuple((q["id"], q["text"]) for q in doc.get("quirks", [])),
+    )
+
+
+def target_gaps(model: onnx.ModelProto, target: Target) -> list[Gap]:
+    """Every node whose op ``target`` lacks and, for a target without sequences, every
+    sequence or optional op and value, subgraphs and functions included."""
+    gaps: list[Gap] = []
+    if not target.sequences:
+        inv = take_inventory(model)
+        gaps += [Gap("op", op.node, op.graph, f"{target.name} runs no sequence or optional op") for op in inv.ops]
+        gaps += [Gap("value", f"{v.name}: {v.type}", v.graph, f"{target.name} has no sequence or optional type") for v in inv.values]
+    for path, graph, _ in walk_graphs(model):
+        for node in graph.node:
+            if node.domain not in ("", "ai.onnx") or node.op_type not in target.lacks:
+                continue
+            if not target.sequences and node.op_type in SEQUENCE_OPS:
+                continue  # already counted above
+            gaps.append(Gap("op", describe_node(node.op_type, node.name, list(node.output)), path, f"{target.name} has no {node.op_type}"))
+    return gaps

@@ -1,0 +1,81 @@
+"""Target profiles (seqlower/targets/*.toml) and what `check`/`lower --target` make of them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from seqlower.cli import main
+from seqlower.errors import ModelError
+from seqlower.targets import TARGETS, load_target, target_gaps
+from tests.helpers import BOOL, FLOAT, INT64, body, const, model, seq, t
+
+ISSUE_TARGETS = {"onnxruntime", "openvino", "tensorrt", "tract", "onnx2torch", "tinygrad", "tvm", "generic"}
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_every_profile_loads_and_names_real_ops(name):
+    target = load_target(name)
+    assert target.name == name and target.description
+    known = {s.name for s in onnx.defs.get_all_schemas()}
+    assert target.lacks <= known, target.lacks - known
+    assert all(qid and text for qid, text in target.quirks)
+
+
+def test_the_issue_targets_exist_and_unknown_ones_are_refused():
+    assert ISSUE_TARGETS <= set(TARGETS)
+    assert load_target("onnxruntime").sequences and not load_target("generic").sequences
+    assert {"Loop", "Scan"} <= load_target("tinygrad").lacks and "Scan" not in load_target("tract").lacks
+    with pytest.raises(ModelError, match="unknown target 'nope'"):
+        load_target("nope")
+
+
+def _loop_model() -> onnx.ModelProto:
+    """A tensor-only model with a Loop (what a lowered list loop looks like)."""
+    b = body([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Add", ["a_in", "one"], ["a_out"])],
+             [t("i", INT64, []), t("c", BOOL, []), t("a_in", FLOAT, [])], [t("c_out", BOOL, []), t("a_out", FLOAT, [])])
+    return model([helper.make_node("Loop", ["n", "", "a"], ["y"], body=b, name="steps")],
+                 [t("n", INT64, []), t("a", FLOAT, [])], [t("y", FLOAT, [])], initializer=[const("one", 1.0, np.float32)])
+
+
+def test_gaps_name_each_node_and_why():
+    m = _loop_model()
+    assert target_gaps(m, load_target("generic")) == []
+    assert target_gaps(m, load_target("openvino")) == []
+    [gap] = target_gaps(m, load_target("tract"))
+    assert (gap.what, gap.where, gap.graph, gap.why) == ("op", "Loop node 'steps'", "main", "tract has no Loop")
+    s = model([helper.make_node("SplitToSequence", ["x"], ["s"], name="split")], [t("x", FLOAT, ["N"])], [seq("s", FLOAT)])
+    assert target_gaps(s, load_target("onnxruntime")) == []
+    assert {g.why for g in target_gaps(s, load_target("tvm"))} == {"tvm runs no sequence or optional op", "tvm has no sequence or optional type"}
+
+
+def test_check_and_lower_with_a_target(capsys, tmp_path):
+    p = tmp_path / "loop.onnx"
+    onnx.save(_loop_model(), p)
+    code, out, _ = cli(capsys, "check", p)
+    assert code == 0 and "tensor-only" in out
+    code, out, _ = cli(capsys, "check", p, "--target", "tract")
+    assert code == 1 and "Loop node 'steps'  in main: tract has no Loop" in out
+    code, out, _ = cli(capsys, "check", p, "--target", "onnx2torch", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["target"] == "onnx2torch" and not doc["runs_on_target"] and doc["tensor_only"]
+    assert [g["why"] for g in doc["models"][str(p)]["gaps"]] == ["onnx2torch has no Loop"]
+    report = tmp_path / "r.json"
+    code, out, _ = cli(capsys, "lower", p, "-o", tmp_path / "o.onnx", "--target", "tinygrad", "--strict", "--report", report)
+    assert code == 1 and "tinygrad: 1 node(s) it cannot run" in out and (tmp_path / "o.onnx").exists()
+    assert json.loads(report.read_text())["target"]["gaps"][0]["where"] == "Loop node 'steps'"
+    code, _, _ = cli(capsys, "lower", p, "-o", tmp_path / "o2.onnx", "--target", "openvino", "--strict")
+    assert code == 0
+    with pytest.raises(SystemExit) as info:
+        main(["check", str(p), "--target", "nope"])
+    assert info.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
