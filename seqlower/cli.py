@@ -282,7 +282,7 @@ def _cmd_lower(args: argparse.Namespace) -> int:
         raise SeqlowerError(f"{dst}: the output path is the input model; choose another")
     model = load_model(src)
     lowered, report = lower_with_report(model, LowerOptions(max_unroll=args.max_unroll,
-                                                            keepdims_policy=args.keepdims_policy))
+                                                            keepdims_policy=args.keepdims_policy, target=args.target))
     verdict = None
     if args.verify:
         from seqlower.executor import parse_dims, verify

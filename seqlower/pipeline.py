@@ -32,6 +32,8 @@ class LowerOptions:
     # False: every dynamic sequence takes the Flat representation, even where the
     # elements share one shape (Stacked); for comparisons and debugging.
     packed: bool = True
+    # The runtime the model is for (seqlower/targets): ops it lacks are lowered too.
+    target: str = "generic"
 
 
 @dataclass
@@ -64,14 +66,20 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.lower_flat_sequences import LowerFlatSequencesPass
     from passes.lower_optionals import LowerOptionalsPass
     from passes.lower_packed_sequences import LowerPackedSequencesPass
+    from passes.lower_reverse_sequence import LowerReverseSequencePass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
+    from seqlower.targets import load_target
 
+    target = load_target(options.target)
+    # Ops the target lacks that have a lowering, after the folds (a constant one folds).
+    for_target: list[ir.passes.PassBase] = [LowerReverseSequencePass()] if "ReverseSequence" in target.lacks else []
     rounds = ir.passes.PassManager(
         [
             LowerOptionalsPass(),
             InferSequenceShapesPass(options.keepdims_policy),
             FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),
+            *for_target,
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
             LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
             LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),

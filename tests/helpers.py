@@ -70,6 +70,7 @@ def lower_checked(
     tensor_only: bool = True,
     dims: dict[str, int] | None = None,
     packed: bool = True,
+    target: str = "generic",
 ):
     """Lower ``m`` and hold the result to the Stage 2 promises: tensor-only, passes the
     full checker, keeps opset and IR version, byte-identical across runs and a fixpoint
@@ -80,7 +81,7 @@ def lower_checked(
     from seqlower.model_io import to_proto
 
     original = m.SerializeToString()
-    low_ir, report = lower_with_report(load_model(m), _options(max_unroll, policy, packed))
+    low_ir, report = lower_with_report(load_model(m), _options(max_unroll, policy, packed, target))
     low = to_proto(low_ir)
     assert m.SerializeToString() == original, "lowering modified its input"
     onnx.checker.check_model(low, full_check=True)
@@ -90,9 +91,9 @@ def lower_checked(
         inv = take_inventory(low)
         assert inv.clean, [o.op_type for o in inv.ops] + [v.name for v in inv.values]
         assert report.tensor_only, report.remaining
-    again = to_proto(lower_with_report(load_model(m), _options(max_unroll, policy, packed))[0])
+    again = to_proto(lower_with_report(load_model(m), _options(max_unroll, policy, packed, target))[0])
     assert again.SerializeToString() == low.SerializeToString(), "lowering is not deterministic"
-    twice = to_proto(lower_with_report(load_model(low), _options(max_unroll, policy, packed))[0])
+    twice = to_proto(lower_with_report(load_model(low), _options(max_unroll, policy, packed, target))[0])
     assert twice.SerializeToString() == low.SerializeToString(), "lowering a lowered model changed it"
     for backend in backends:
         rep = verify(m, low, inputs=inputs, backend=backend, keepdims_policy=policy, dims=dims)
@@ -106,10 +107,10 @@ def lower_checked(
     return low, report
 
 
-def _options(max_unroll: int, policy: str, packed: bool = True):
+def _options(max_unroll: int, policy: str, packed: bool = True, target: str = "generic"):
     from seqlower import LowerOptions
 
-    return LowerOptions(max_unroll=max_unroll, keepdims_policy=policy, packed=packed)
+    return LowerOptions(max_unroll=max_unroll, keepdims_policy=policy, packed=packed, target=target)
 
 
 def ops_of(m: onnx.ModelProto) -> list[str]:
