@@ -15,51 +15,49 @@ import onnx
 from seqlower.errors import ExecutionError
 from seqlower.executor._ort_worker import read_msg, write_msg
 
-__all__ = ["OnnxruntimeBackend", "OPT_LEVELS"]
+__all__ = ["OnnxruntimeBackend", "OPT_LEVELS", "WorkerProcess"]
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 
 
-class _Worker:
-    """One long-lived child; restarted after it dies."""
+class WorkerProcess:
+    """One long-lived child running a native runtime; restarted after it dies."""
 
-    _proc: subprocess.Popen | None = None
-    _stderr: Any = None
+    def __init__(self, label: str, module: str, argv: list[str]) -> None:
+        self.label, self.module, self.argv = label, module, argv
+        self._proc: subprocess.Popen | None = None
+        self._stderr: Any = None
 
-    @classmethod
-    def call(cls, msg: dict[str, Any]) -> dict[str, Any]:
-        if cls._proc is None or cls._proc.poll() is not None:
-            cls._start()
-        proc = cls._proc
+    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
         try:
             write_msg(proc.stdin, msg)
             return read_msg(proc.stdout)
         except (EOFError, BrokenPipeError, OSError):
             code = proc.wait()
-            cls._proc = None
-            raise ExecutionError(f"onnxruntime crashed ({_describe_exit(code)}){cls._tail()}") from None
+            self._proc = None
+            raise ExecutionError(f"{self.label} crashed ({_describe_exit(code)}){self._tail()}") from None
 
-    @classmethod
-    def _start(cls) -> None:
-        if importlib.util.find_spec("onnxruntime") is None:
-            raise ExecutionError("the onnxruntime backend needs onnxruntime: pip install onnxruntime")
-        cls._stderr = tempfile.TemporaryFile()
-        cls._proc = subprocess.Popen(
-            [sys.executable, "-m", "seqlower.executor._ort_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=cls._stderr,
-        )
+    def _start(self) -> None:
+        if importlib.util.find_spec(self.module) is None:
+            raise ExecutionError(f"the {self.label} backend needs {self.module}: pip install {self.module}")
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([sys.executable, "-m", *self.argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
 
-    @classmethod
-    def _tail(cls) -> str:
-        if cls._stderr is None:
+    def _tail(self) -> str:
+        if self._stderr is None:
             return ""
-        cls._stderr.seek(0)
-        lines = [ln for ln in cls._stderr.read().decode(errors="replace").splitlines() if ln.strip()]
-        cls._stderr.seek(0)
-        cls._stderr.truncate()
+        self._stderr.seek(0)
+        lines = [ln for ln in self._stderr.read().decode(errors="replace").splitlines() if ln.strip()]
+        self._stderr.seek(0)
+        self._stderr.truncate()
         return f": {lines[-1].strip()[:200]}" if lines else ""
+
+
+_Worker = WorkerProcess("onnxruntime", "onnxruntime", ["seqlower.executor._ort_worker"])
 
 
 def _describe_exit(code: int) -> str:

@@ -15,7 +15,7 @@ from seqlower.model_io import ModelSource, read_model_proto
 
 __all__ = ["BACKENDS", "Executor", "RunResult"]
 
-BACKENDS = ("reference", "onnxruntime")
+BACKENDS = ("reference", "onnxruntime", "openvino", "tract")
 
 
 @dataclass
@@ -58,10 +58,15 @@ class Executor:
 
             self._backend: Any = ReferenceBackend(self.proto, self.config)
             self._load_notes: list[str] = []
-        else:
+        elif backend == "onnxruntime":
             from seqlower.executor.onnxruntime_backend import OnnxruntimeBackend
 
             self._backend = OnnxruntimeBackend(self.proto, ort_opt_level)
+            self._load_notes = list(self._backend.notes)
+        else:
+            from seqlower.executor.native_backend import NativeBackend
+
+            self._backend = NativeBackend(backend, self.proto)
             self._load_notes = list(self._backend.notes)
 
     @staticmethod

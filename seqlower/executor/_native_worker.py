@@ -1,0 +1,99 @@
+"""OpenVINO or tract in a child process (one per runtime), so that a native crash is an
+error report instead of a dead parent. Same protocol as ``_ort_worker``.
+
+    python -m seqlower.executor._native_worker openvino|tract
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from seqlower.executor._ort_worker import read_msg, write_msg
+
+_TRACT_TYPES = {
+    np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
+    np.dtype(np.int8): "i8", np.dtype(np.int16): "i16", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+    np.dtype(np.uint8): "u8", np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32", np.dtype(np.uint64): "u64",
+    np.dtype(np.bool_): "bool",
+}
+
+
+class _OpenVINO:
+    def __init__(self) -> None:
+        import openvino as ov
+
+        self.core = ov.Core()
+        self.version = ov.__version__
+
+    def load(self, data: bytes) -> Any:
+        return self.core.compile_model(self.core.read_model(model=data), "CPU")
+
+    def run(self, compiled: Any, names: list[str], feeds: dict[str, Any]) -> list[Any]:
+        result = compiled({k: v for k, v in feeds.items()})
+        # OpenVINO keeps the outputs in the model's order (it may rename them).
+        return [np.asarray(result[o]) for o in compiled.outputs]
+
+
+class _Tract:
+    def __init__(self) -> None:
+        import tract
+
+        self.tract = tract
+        self.version = tract.version() if callable(getattr(tract, "version", None)) else "tract"
+
+    def load(self, data: bytes) -> Any:
+        fd, path = tempfile.mkstemp(suffix=".onnx")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return {"path": path, "plans": {}}
+
+    def run(self, loaded: Any, names: list[str], feeds: dict[str, Any]) -> list[Any]:
+        # tract plans for concrete input shapes: one plan per shape signature.
+        arrays = [np.ascontiguousarray(feeds[n]) for n in names]
+        sig = tuple((a.dtype.str, a.shape) for a in arrays)
+        plan = loaded["plans"].get(sig)
+        if plan is None:
+            model = self.tract.onnx().load(loaded["path"])
+            for i, a in enumerate(arrays):
+                if a.dtype not in _TRACT_TYPES:
+                    raise TypeError(f"tract takes no {a.dtype} input")
+                dims = ",".join(str(d) for d in a.shape)
+                model.set_input_fact(i, f"{dims},{_TRACT_TYPES[a.dtype]}" if dims else _TRACT_TYPES[a.dtype])
+            plan = model.into_model().into_runnable()
+            loaded["plans"][sig] = plan
+        return [r.to_numpy() for r in plan.run(arrays)]
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    runtime = {"openvino": _OpenVINO, "tract": _Tract}[sys.argv[1]]()
+    loaded: dict[str, Any] = {}
+    while True:
+        try:
+            msg = read_msg(inp)
+        except EOFError:
+            return
+        try:
+            if msg["op"] == "load":
+                if msg["key"] not in loaded:
+                    loaded[msg["key"]] = runtime.load(msg["model"])
+                write_msg(out, {"ok": True, "notes": [], "version": runtime.version})
+            elif msg["key"] not in loaded:
+                write_msg(out, {"ok": False, "missing": True, "error": "model not loaded"})
+            else:
+                outputs = runtime.run(loaded[msg["key"]], msg["inputs"], msg["feeds"])
+                write_msg(out, {"ok": True, "outputs": outputs})
+        except Exception as e:  # reported to the parent, which raises ExecutionError
+            lines = [ln for ln in str(e).splitlines() if ln.strip()]
+            write_msg(out, {"ok": False, "error": f"{type(e).__name__}: {' '.join(lines[:3])[:400]}"})
+
+
+if __name__ == "__main__":
+    main()
