@@ -650,7 +650,7 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         # The row comes from t's own Shape so it is the tensor appended, dims and all.
         row = lw.padded_dims(t, t.shape.rank(), width, bo_ops, f"{name}_appended")
         row.shape = ir.Shape([width])
-        scans_added.append((k, t, row))
+        scans_added.append((k, t, _scan_row(row, width, bo_ops, f"{name}_appended")))
     keep = [k for k in range(n_carried) if k not in appends]
     # Body inputs first: the body's own rules read them.
     new_body_inputs = list(body.inputs[:2])
@@ -709,7 +709,7 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         base = (out.name if out is not None else None) or "appended"
         assert t.shape is not None
         protos.append((lw.names.fresh(f"{base}_scan"), ir.TensorType(lw.seq(carried[k]).dtype), ir.Shape([None, *t.shape.dims])))
-        protos.append((lw.names.fresh(f"{base}_scan_rows"), ir.TensorType(INT64), ir.Shape([None, lw.layout(carried[k])[0]])))
+        protos.append((lw.names.fresh(f"{base}_scan_rows"), ir.TensorType(INT64), ir.Shape([None, 1, lw.layout(carried[k])[0]])))
     new = rebuild_node(node, inputs, protos)
     _register_spans(lw, new, spans, scope)
     after = Ops(Builder(scope.graph, node, scope.opset, lw.names, main_graph=scope.main))
@@ -721,6 +721,7 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         scan, rows = new.outputs[appended_at + 2 * i], new.outputs[appended_at + 2 * i + 1]
         name = out.name or "appended"
         values = after.concat([init.values, after.reshape(scan, after.ints([-1]), f"{name}_scan_flat")], 0, f"{name}_flat")
+        rows = _unscan_rows(rows, init.width, after, name)
         shapes = after.concat([init.shapes, rows], 0, f"{name}_rows")
         ranks = None
         if init.ranks is not None:
@@ -731,6 +732,23 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     if appends:
         return "Loop carrying the tensors; appends as scan outputs" if keep else "Loop: appends as scan outputs"
     return "Loop carrying the tensors"
+
+
+def _scan_row(row: ir.Value, width: int, o: Ops, name: str) -> ir.Value:
+    """A shape row as a Loop scan output, [1, W] per step (see :func:`_unscan_rows`)."""
+    out = o.unsqueeze(row, [0], f"{name}_row_scan")
+    out.shape = ir.Shape([1, width])
+    return out
+
+
+def _unscan_rows(scan: ir.Value, width: int | None, o: Ops, name: str) -> ir.Value:
+    """The [n, 1, W] scan of :func:`_scan_row` as [n, W] shape rows. After no iteration
+    OpenVINO gives a scan output [0, 0, ...] while its shape inference says [0, *step];
+    a Reshape to what it infers would be dropped as a no-op, this one changes the rank."""
+    assert width is not None
+    rows = o.reshape(scan, o.ints([-1, width]), f"{name}_scan_rows")
+    rows.shape = ir.Shape([None, width])
+    return rows
 
 
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
@@ -775,7 +793,7 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             carried_init.append(o.empty(bo.dtype))
             dims = lw.padded_dims(y, r, width, bo_ops, f"{name}_y")
             dims.shape = ir.Shape([width])
-            scan_out.append(dims)
+            scan_out.append(_scan_row(dims, width, bo_ops, f"{name}_y"))
             plans.append(("carried", k, width, ranked, r, None))
     loop_body.inputs.extend(carried_in)
     loop_body.outputs.extend(returned_by(loop_body, [cond_out, *carried_out, *scan_out], names, scope.opset))
@@ -806,7 +824,7 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             values.type = ir.TensorType(body.outputs[k].dtype)
             ci += 1
             scan.type = ir.TensorType(INT64)
-            shapes = scan
+            shapes = _unscan_rows(scan, width, o, name)
             hows.append("carried Concat")
         ranks = o.op("Expand", [o.ints([r]), count1], f"{name}_rank_list") if ranked else None
         lw.make(out, values, shapes, ranks, o, body.outputs[k].dtype)

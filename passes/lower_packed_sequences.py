@@ -245,8 +245,10 @@ class _Lowerer:
         return start, end
 
     def exact(self, v: ir.Value, stacked: ir.Value, count1: ir.Value, o: Ops, name: str) -> ir.Value:
-        """``stacked`` reshaped to ``[n, *elem]``: a Loop that runs no iteration may give
-        its scan outputs a shape of another rank."""
+        """A Loop's ``[n, 1, *elem]`` scan output reshaped to ``[n, *elem]``. After no
+        iteration a runtime may give scan outputs another shape (OpenVINO: [0, 0, ...],
+        while its shape inference says [0, *step], so it would drop a Reshape to that
+        as a no-op; scanning [1, *elem] steps makes this Reshape change the rank)."""
         target = o.concat([count1, self.elem_dims(v, o, name)], 0, f"{name}_target")
         flat = o.reshape(stacked, o.ints([-1]), f"{name}_flat")
         dtype = stacked.dtype
@@ -556,7 +558,8 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body.inputs.clear()
     body.inputs.extend(new_body_inputs)
     for k, (ins_node, t) in appends.items():
-        body.outputs[1 + k] = bo_ops.identity(t, f"{body.outputs[1 + k].name or 'appended'}_elem")
+        # [1, *elem] per step: see LowerPacked's `exact` (OpenVINO and zero-trip scans).
+        body.outputs[1 + k] = bo_ops.unsqueeze(t, [0], f"{body.outputs[1 + k].name or 'appended'}_elem")
         lw.records.append(rewrite_record(ins_node, bscope, "stacked", "append as a Loop scan output"))
         body.remove(ins_node, safe=False)
     lw.graph(bscope)
@@ -648,7 +651,7 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         y = mapped[bo]
         axis = lw.axis(out)
         if axis is None:
-            scans.append(y)
+            scans.append(bo_ops.unsqueeze(y, [0], f"{out.name or base}_y_step"))
             continue
         # Ragged output: data grows by a Concat along the axis, lengths are a scan output.
         assert bo.dtype is not None

@@ -22,10 +22,6 @@ NATIVE = ("openvino", "tract")
 
 # Lowered exported fixtures OpenVINO 2026.4 does not run on every stored case, and why.
 OPENVINO_GAPS = {
-    "ts_loop_collect_steps_opset13": "zero-trip Loop scan output: OpenVINO returns [0, 0] and drops the Reshape to [0, w]",
-    "ts_loop_collect_steps_opset17": "zero-trip Loop scan output (as above)",
-    "ts_unbind_del_append_stack_opset13": "zero-trip Loop scan output (as above)",
-    "ts_unbind_del_append_stack_opset17": "zero-trip Loop scan output (as above)",
     "ts_nested_list_loops_opset13": "the ONNX frontend fails to convert the outer Loop (shape_util.cpp)",
     "ts_nested_list_loops_opset17": "the ONNX frontend fails to convert the outer Loop (shape_util.cpp)",
     "dynamo_embedding_bag_opset18": "the ONNX frontend fails to convert the Loop",
