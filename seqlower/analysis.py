@@ -719,7 +719,7 @@ class _Analyzer:
             if not changed:
                 break
         trip = const_array(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
-        cond_free = _loop_runs_all_trips(node, body)
+        cond_free = loop_runs_all_trips(node, body)
         for k, st in enumerate(state):
             out = node.outputs[k] if k < len(node.outputs) else None
             if st is None or out is None:
@@ -1118,7 +1118,7 @@ def _shape_of(v: ir.Value | None) -> ir.Shape | None:
     return v.shape
 
 
-def _loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
+def loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
     """True when the Loop's condition can never stop it early: no initial ``cond``
     or a constant true, and the body passes its cond through or outputs constant true."""
     cond = node.inputs[1] if len(node.inputs) > 1 else None

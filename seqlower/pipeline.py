@@ -68,13 +68,18 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.lower_packed_sequences import LowerPackedSequencesPass
     from passes.lower_reverse_sequence import LowerReverseSequencePass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
+    from passes.unroll_loops import UnrollLoopsPass
     from seqlower.targets import load_target
 
     target = load_target(options.target)
     # Ops the target lacks that have a lowering, after the folds (a constant one folds).
     for_target: list[ir.passes.PassBase] = [LowerReverseSequencePass()] if "ReverseSequence" in target.lacks else []
+    # Without Loop, constant-trip Loops become straight-line code first, so that the
+    # sequences they carry are static for the lowerings after.
+    unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []
     rounds = ir.passes.PassManager(
         [
+            *unroll,
             LowerOptionalsPass(),
             InferSequenceShapesPass(options.keepdims_policy),
             FoldSequenceArgumentsPass(),
