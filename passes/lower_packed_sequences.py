@@ -38,6 +38,7 @@ from passes._rewrite import (
     walk_scopes,
     write_abi,
 )
+from passes._batched_map import batched_plan, emit_batched
 from passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
     Analysis,
@@ -620,9 +621,50 @@ def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Loop carrying the packed tensors"
 
 
+def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, o: Ops) -> bool:
+    """The body once on the whole stacks (see passes/_batched_map.py), when every
+    sequence in and out is Stacked and the body allows it."""
+    seq_inputs = [(inp, bi) for inp, bi in zip(node.inputs, body.inputs) if inp is not None and inp in lw.seqs]
+    if any(lw.seq(inp).axis is not None for inp, _ in seq_inputs) or any(lw.axis(out) is not None for out in node.outputs):
+        return False
+    plan = batched_plan(body, [bi for _, bi in seq_inputs], o.b.opset)
+    if plan is None:
+        return False
+    value_map: dict[ir.Value, ir.Value | None] = {bi: inp for inp, bi in zip(node.inputs, body.inputs)}
+    value_map.update({bi: lw.seq(inp).data for inp, bi in seq_inputs})
+    mapped = inline_map_body(body, value_map, o.b, lw.names)
+    # inline_graph appends the body's clones last, in order.
+    n_body = len(list(body))
+    emit_batched(body, plan, o.b.nodes[len(o.b.nodes) - n_body :] if n_body else [], o.b)
+    batched = _batched_values(body, [bi for _, bi in seq_inputs])
+    count1 = o.reshape(lw.count(lw.seq(seq_inputs[0][0]), o, node.outputs[0].name or "map"), o.ints([1]), f"{node.outputs[0].name or 'map'}_n1")
+    for out, bo in zip(node.outputs, body.outputs):
+        y = mapped.get(bo, bo)
+        name = out.name or "map"
+        if bo not in batched:
+            # The same for every element: one copy per element.
+            target = o.concat([count1, o.shape(y, f"{name}_dims")], 0, f"{name}_target")
+            y = o.op("Expand", [o.unsqueeze(y, [0], f"{name}_one"), target], f"{name}_repeated")
+        else:
+            y = o.identity(y, f"{name}_data")
+        lw.set(out, y)
+    return True
+
+
+def _batched_values(body: ir.Graph, inputs: list[ir.Value]) -> set[ir.Value]:
+    batched = set(inputs)
+    for n in body:
+        if any(v in batched for v in n.inputs if v is not None):
+            batched.update(n.outputs)
+    return batched
+
+
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
+    if _batched_map(lw, node, body, o):
+        node.attributes.pop("body")
+        return "the body once on the stacks (batched)"
     base = node.outputs[0].name or "map"
     names = lw.names
     loop_body, it, cond, loop_builder = map_loop_body(names, base, scope.opset)

@@ -1,0 +1,160 @@
+"""A SequenceMap body run once on whole stacks instead of once per element.
+
+Where every sequence input is Stacked (``[n, *elem]``), a body made only of ops that act
+the same on a leading batch axis computes, on the stacks, the stack of what it computes
+per element: elementwise ops (every batched operand at the result's full rank, so
+broadcasting against the unbatched ones still lines up from the right), reductions and
+softmax-like ops with their axes shifted by one, Transpose with its perm shifted, Squeeze
+and Unsqueeze with explicit axes, Concat of batched operands, and MatMul where the
+batched operand keeps the matrix axes. Anything else, or a value of unknown rank, and the
+body is not batched (the Loop lowering takes it). No Loop: the lowering for targets
+without Loop or Scan, and faster everywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis import const_array, is_default_domain
+from seqlower.builder import Builder
+
+__all__ = ["batched_plan", "emit_batched"]
+
+UNARY = frozenset({
+    "Identity", "Cast", "CastLike", "Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Not", "Floor", "Ceil",
+    "Round", "Sin", "Cos", "Tan", "Erf", "Reciprocal", "Sign", "IsNaN", "IsInf", "Softplus", "Softsign", "LeakyRelu", "Elu",
+    "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "ThresholdedRelu", "Clip",
+})
+ELEMENTWISE = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor", "Equal", "Less", "Greater",
+    "LessOrEqual", "GreaterOrEqual", "Where", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+})
+REDUCE = frozenset({
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceSumSquare",
+})
+# (op, first opset where ``axes`` is an input rather than an attribute)
+_AXES_INPUT_SINCE = {"ReduceSum": 13, "Squeeze": 13, "Unsqueeze": 13}
+_AXIS_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "Concat", "CumSum"})
+
+
+def _rank(v: ir.Value | None) -> int | None:
+    if v is None:
+        return None
+    if v.shape is not None:
+        return v.shape.rank()
+    c = const_array(v)
+    return None if c is None else c.ndim
+
+
+def _axes(node: ir.Node, opset: int) -> list[int] | None | str:
+    """The node's axes: a list, None when absent, or "dynamic"."""
+    since = _AXES_INPUT_SINCE.get(node.op_type, 18)
+    if opset >= since:
+        a = node.inputs[1] if len(node.inputs) > 1 else None
+        if a is None:
+            return None
+        c = const_array(a)
+        return "dynamic" if c is None else [int(x) for x in c.reshape(-1)]
+    attr = node.attributes.get("axes")
+    return None if attr is None else list(attr.as_ints())
+
+
+def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> dict[ir.Node, list[int] | None] | None:
+    """For each body node that reads a batched value, the axes (or perm) to give it once
+    batched (None: unchanged); None when the body cannot be batched."""
+    batched: set[ir.Value] = set(batched_inputs)
+    plan: dict[ir.Node, list[int] | None] = {}
+    for node in body:
+        ins = [v for v in node.inputs if v is not None]
+        if not any(v in batched for v in ins):
+            continue
+        if not is_default_domain(node) or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+            return None
+        op = node.op_type
+        ranks = [_rank(v) for v in ins]
+        if any(r is None for r in ranks):
+            return None
+        out_rank = _rank(node.outputs[0])
+        batched_ranks = [r for v, r in zip(ins, ranks) if v in batched]
+        if op in UNARY:
+            if node.inputs[0] not in batched:
+                return None  # Clip's bounds or CastLike's target batched: not elementwise in x
+            plan[node] = None
+        elif op in ELEMENTWISE:
+            if out_rank is None or any(r != out_rank for r in batched_ranks):
+                return None
+            plan[node] = None
+        elif op in REDUCE:
+            if node.inputs[0] not in batched or any(v in batched for v in node.inputs[1:]):
+                return None
+            axes = _axes(node, opset)
+            if axes == "dynamic":
+                return None
+            r = ranks[0]
+            if axes is None or axes == []:
+                noop = node.attributes.get("noop_with_empty_axes")
+                axes = [] if noop is not None and noop.as_int() else list(range(r))
+            plan[node] = [a + 1 if a >= 0 else a for a in axes]
+        elif op in _AXIS_OPS:
+            if op == "CumSum":
+                return None  # axis is an input; not worth it
+            if op == "Concat" and not all(v in batched for v in ins):
+                return None
+            if op in ("ArgMax", "ArgMin") and node.inputs[0] not in batched:
+                return None
+            default = -1 if op in ("Softmax", "LogSoftmax", "Hardmax") else 0
+            axis = node.attributes["axis"].as_int() if "axis" in node.attributes else default
+            plan[node] = [axis + 1 if axis >= 0 else axis]
+        elif op == "Transpose":
+            r = ranks[0]
+            perm = list(node.attributes["perm"].as_ints()) if "perm" in node.attributes else list(reversed(range(r)))
+            plan[node] = [0] + [p + 1 for p in perm]
+        elif op in ("Squeeze", "Unsqueeze"):
+            if any(v in batched for v in node.inputs[1:]):
+                return None
+            axes = _axes(node, opset)
+            if axes is None or axes == "dynamic":
+                return None  # Squeeze without axes would drop a batch of one
+            plan[node] = [a + 1 if a >= 0 else a for a in axes]
+        elif op == "MatMul":
+            a, b = node.inputs[0], node.inputs[1]
+            ra, rb = _rank(a), _rank(b)
+            assert ra is not None and rb is not None
+            ok = all(r >= 2 and r >= max(ra, rb) for v, r in ((a, ra), (b, rb)) if v in batched)
+            ok = ok or (a in batched and b not in batched and ra == 1 and rb == 2)
+            if not ok:
+                return None
+            plan[node] = None
+        else:
+            return None
+        batched.update(node.outputs)
+    return plan
+
+
+def emit_batched(body: ir.Graph, plan: dict[ir.Node, list[int] | None], cloned: list[ir.Node], b: Builder) -> None:
+    """Give the clones of planned nodes their shifted axes, perm or axis, and outputs
+    with the batch axis in front."""
+    for original, node in zip(body, cloned):
+        if original not in plan:
+            continue
+        for v in node.outputs:
+            v.shape = None if v.shape is None else ir.Shape([None, *v.shape.dims])
+        shifted = plan[original]
+        if shifted is None:
+            continue
+        op = node.op_type
+        if op == "Transpose":
+            node.attributes["perm"] = ir.AttrInt64s("perm", shifted)
+        elif op in _AXIS_OPS:
+            node.attributes["axis"] = ir.AttrInt64("axis", shifted[0])
+        elif b.opset >= _AXES_INPUT_SINCE.get(op, 18):
+            axes = b.constant(np.array(shifted, np.int64), f"{node.name or op}_batched_axes")
+            if len(node.inputs) < 2:
+                node.resize_inputs(2)
+            node.replace_input_with(1, axes)
+            if not shifted:
+                node.attributes["noop_with_empty_axes"] = ir.AttrInt64("noop_with_empty_axes", 1)
+        else:
+            node.attributes["axes"] = ir.AttrInt64s("axes", shifted)
