@@ -5,7 +5,7 @@ changes, writing the ABI mapping, and recording rewrites."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import onnx_ir as ir
@@ -16,7 +16,7 @@ from seqlower.builder import Builder, NameAuthority, default_opset
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "take_over", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
@@ -245,3 +245,26 @@ def inline_map_body(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], 
         assert init.const_value is not None
         value_map[init] = b.constant(init.const_value.numpy(), f"{init.name}")
     return inline_graph(body, value_map, b, names, "map")
+
+
+def rewrite_each_node(
+    model: ir.Model, rewrite: Callable[[ir.Node, Scope, NameAuthority], tuple[str, str] | None]
+) -> ir.passes.PassResult:
+    """Call ``rewrite(node, scope, names)`` on every node of every graph, a node's
+    subgraphs before the node; each call that returns ``(into, how)`` rewrote the node
+    and is recorded for the report."""
+    names = NameAuthority(model)
+    records: list[dict[str, str]] = []
+
+    def walk(scope: Scope) -> None:
+        for node in list(scope.graph):
+            for sub in subgraph_scopes(node, scope):
+                walk(sub)
+            done = rewrite(node, scope, names)
+            if done is not None:
+                records.append(rewrite_record(node, scope, *done))
+
+    for scope in walk_scopes(model):
+        walk(scope)
+    model.meta.setdefault(REPORT_KEY, []).extend(records)
+    return ir.passes.PassResult(model, bool(records))

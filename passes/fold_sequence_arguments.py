@@ -25,7 +25,7 @@ import onnx
 import onnx_ir as ir
 from onnx.reference import ReferenceEvaluator
 
-from passes._rewrite import REPORT_KEY, Scope, rewrite_record, subgraph_scopes, walk_scopes
+from passes._rewrite import Scope, rewrite_each_node
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 
@@ -40,29 +40,22 @@ _MAX_SLICE = 64
 
 class FoldSequenceArgumentsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        names = NameAuthority(model)
-        records: list[dict[str, str]] = []
-        for scope in walk_scopes(model):
-            self._graph(scope, names, records)
-        model.meta.setdefault(REPORT_KEY, []).extend(records)
-        return ir.passes.PassResult(model, bool(records))
+        return rewrite_each_node(model, _fold)
 
-    def _graph(self, scope: Scope, names: NameAuthority, records: list[dict[str, str]]) -> None:
-        for node in list(scope.graph):
-            for sub in subgraph_scopes(node, scope):
-                self._graph(sub, names, records)
-            if not is_default_domain(node) or node.op_type not in CONTROL_INPUTS:
-                continue
-            i = CONTROL_INPUTS[node.op_type]
-            v = node.inputs[i] if i < len(node.inputs) else None
-            if v is None or const_array(v) is not None or v.producer() is None:
-                continue
-            value = _evaluate(v, scope.opset)
-            if value is None:
-                continue
-            const = scope.builder(node, names).constant(value, f"{v.name or 'arg'}_folded")
-            node.replace_input_with(i, const)
-            records.append(rewrite_record(node, scope, "constant argument", f"input {i} folded from static shapes"))
+
+def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+    if not is_default_domain(node) or node.op_type not in CONTROL_INPUTS:
+        return None
+    i = CONTROL_INPUTS[node.op_type]
+    v = node.inputs[i] if i < len(node.inputs) else None
+    if v is None or const_array(v) is not None or v.producer() is None:
+        return None
+    value = _evaluate(v, scope.opset)
+    if value is None:
+        return None
+    const = scope.builder(node, names).constant(value, f"{v.name or 'arg'}_folded")
+    node.replace_input_with(i, const)
+    return "constant argument", f"input {i} folded from static shapes"
 
 
 def _evaluate(target: ir.Value, opset: int) -> np.ndarray | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from passes._rewrite import Scope, replace_output, rewrite_each_node
 from passes._tensor_ops import INT64, Ops
 from seqlower.analysis import is_default_domain, node_label
 from seqlower.builder import NameAuthority
@@ -27,24 +27,17 @@ class LowerReverseSequencePass(ir.passes.InPlacePass):
     """Every ReverseSequence node, subgraphs and functions included, as tensor ops."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        names = NameAuthority(model)
-        records: list[dict[str, str]] = []
-        for scope in walk_scopes(model):
-            self._graph(scope, names, records)
-        model.meta.setdefault(REPORT_KEY, []).extend(records)
-        return ir.passes.PassResult(model, bool(records))
+        return rewrite_each_node(model, _lower)
 
-    def _graph(self, scope: Scope, names: NameAuthority, records: list[dict[str, str]]) -> None:
-        for node in list(scope.graph):
-            for sub in subgraph_scopes(node, scope):
-                self._graph(sub, names, records)
-            if node.op_type != "ReverseSequence" or not is_default_domain(node):
-                continue
-            out = node.outputs[0]
-            lowered = _reverse(node, Ops(scope.builder(node, names)), out.name or "reversed")
-            replace_output(out, lowered, scope, names, node, owned=True)
-            records.append(rewrite_record(node, scope, "tensor ops", "index grid + GatherElements"))
-            scope.graph.remove(node, safe=True)
+
+def _lower(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+    if node.op_type != "ReverseSequence" or not is_default_domain(node):
+        return None
+    out = node.outputs[0]
+    lowered = _reverse(node, Ops(scope.builder(node, names)), out.name or "reversed")
+    replace_output(out, lowered, scope, names, node, owned=True)
+    scope.graph.remove(node, safe=True)
+    return "tensor ops", "index grid + GatherElements"
 
 
 def _reverse(node: ir.Node, o: Ops, name: str) -> ir.Value:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import REPORT_KEY, Scope, inline_map_body, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from passes._rewrite import Scope, inline_map_body, replace_output, rewrite_each_node
 from passes._tensor_ops import Ops
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips
 from seqlower.builder import NameAuthority
@@ -30,23 +30,15 @@ class UnrollLoopsPass(ir.passes.InPlacePass):
         self.max_unroll = max_unroll
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        names = NameAuthority(model)
-        records: list[dict[str, str]] = []
-        for scope in walk_scopes(model):
-            self._graph(scope, names, records)
-        model.meta.setdefault(REPORT_KEY, []).extend(records)
-        return ir.passes.PassResult(model, bool(records))
+        return rewrite_each_node(model, self._rewrite)
 
-    def _graph(self, scope: Scope, names: NameAuthority, records: list[dict[str, str]]) -> None:
-        for node in list(scope.graph):
-            for sub in subgraph_scopes(node, scope):
-                self._graph(sub, names, records)
-            trips = self._trips(node)
-            if trips is None:
-                continue
-            _unroll(node, trips, Ops(scope.builder(node, names)), scope, names)
-            records.append(rewrite_record(node, scope, "tensor ops", f"Loop unrolled ({trips} iterations)"))
-            scope.graph.remove(node, safe=True)
+    def _rewrite(self, node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+        trips = self._trips(node)
+        if trips is None:
+            return None
+        _unroll(node, trips, Ops(scope.builder(node, names)), scope, names)
+        scope.graph.remove(node, safe=True)
+        return "tensor ops", f"Loop unrolled ({trips} iterations)"
 
     def _trips(self, node: ir.Node) -> int | None:
         if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
