@@ -159,8 +159,11 @@ class _Lowerer:
         axis = self.axis(v)
         assert (axis is None) == (lengths is None), f"{v.name}: {self.kind(v)} needs {'no ' if axis is None else ''}lengths"
         dims = list(self.elem(v).dims)
-        data.shape = ir.Shape([None, *dims]) if axis is None else ir.Shape(dims)
-        if lengths is not None:
+        # Shape hints go on the values this lowering made: `data` may be the model's own
+        # input (an unbind along axis 0 is the input itself), whose declared shape stays.
+        if data.producer() is not None:
+            data.shape = ir.Shape([None, *dims]) if axis is None else ir.Shape(dims)
+        if lengths is not None and lengths.producer() is not None:
             lengths.shape = ir.Shape([None])
         source = data if lengths is None else lengths
         p = source.producer()

@@ -86,6 +86,11 @@ def lower_checked(
     assert m.SerializeToString() == original, "lowering modified its input"
     onnx.checker.check_model(low, full_check=True)
     assert low.ir_version == m.ir_version
+    # Tensor inputs keep their declared types and shapes (dim names included).
+    declared = {i.name: i.type for i in low.graph.input}
+    for i in m.graph.input:
+        if i.type.WhichOneof("value") == "tensor_type" and i.name in declared:
+            assert declared[i.name] == i.type, f"input {i.name}: {declared[i.name]} != {i.type}"
     assert {(o.domain, o.version) for o in low.opset_import} == {(o.domain, o.version) for o in m.opset_import}
     if tensor_only:
         inv = take_inventory(low)
