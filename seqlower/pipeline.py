@@ -93,7 +93,12 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
         steps=MAX_ROUNDS,
         early_stop=True,
     )
-    return [rounds, InferSequenceShapesPass(options.keepdims_policy)]
+    final: list[ir.passes.PassBase] = [InferSequenceShapesPass(options.keepdims_policy)]
+    if "symbolic-value-info" in dict(target.quirks):
+        from passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
+
+        final.append(ForgetIntermediateShapesPass())
+    return [rounds, *final]
 
 
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
