@@ -63,6 +63,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.fold_sequence_arguments import FoldSequenceArgumentsPass
     from passes.fold_sequence_constants import FoldSequenceConstantsPass
     from passes.infer_sequence_shapes import InferSequenceShapesPass
+    from passes.lower_cumsum import LowerCumSumPass
     from passes.lower_flat_sequences import LowerFlatSequencesPass
     from passes.lower_optionals import LowerOptionalsPass
     from passes.lower_packed_sequences import LowerPackedSequencesPass
@@ -88,6 +89,8 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
             LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
             LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
+            # The dynamic lowerings emit CumSum (element bounds): lowered after them.
+            *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
             CleanUpGraphPass(),
         ],
         steps=MAX_ROUNDS,

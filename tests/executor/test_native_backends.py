@@ -29,9 +29,12 @@ OPENVINO_GAPS = {
     "dynamo_embedding_bag_opset18": "the ONNX frontend fails to convert the Loop",
 }
 # tract 0.23.9 runs these lowered fixtures; the others fail in its analysis: a Loop over
-# a run-time count (not implemented), CumSum over a computed vector (the Ragged and Flat
-# bounds), Equal in dynamo's embedding_bag.
-TRACT_RUNS = {"dynamo_split_chunk_unbind_opset18", "dynamo_chunk_dynamic_batch_opset18"}
+# a run-time count (not implemented), Equal in dynamo's embedding_bag.
+TRACT_RUNS = {
+    "dynamo_split_chunk_unbind_opset18", "dynamo_chunk_dynamic_batch_opset18",
+    "ts_chunk_dynamic_dim_opset13", "ts_chunk_dynamic_dim_opset17", "ts_chunk_pop_cat_opset13", "ts_chunk_pop_cat_opset17",
+    "ts_split_dynamic_sizes_opset13", "ts_split_dynamic_sizes_opset17",
+}
 
 
 def _tensor_model() -> onnx.ModelProto:
