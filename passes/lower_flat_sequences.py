@@ -744,9 +744,10 @@ def _scan_row(row: ir.Value, width: int, o: Ops, name: str) -> ir.Value:
 def _unscan_rows(scan: ir.Value, width: int | None, o: Ops, name: str) -> ir.Value:
     """The [n, 1, W] scan of :func:`_scan_row` as [n, W] shape rows. After no iteration
     OpenVINO gives a scan output [0, 0, ...] while its shape inference says [0, *step];
-    a Reshape to what it infers would be dropped as a no-op, this one changes the rank."""
+    a Reshape to what it infers would be dropped as a no-op, this Squeeze changes the
+    rank (and, unlike a Reshape to [-1, W], holds for W = 0: scalar elements)."""
     assert width is not None
-    rows = o.reshape(scan, o.ints([-1, width]), f"{name}_scan_rows")
+    rows = o.b.squeeze(scan, [1], f"{name}_scan_rows")
     rows.shape = ir.Shape([None, width])
     return rows
 

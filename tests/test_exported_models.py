@@ -61,8 +61,10 @@ def test_fixtures_cover_both_exporters_and_the_list_patterns():
         assert any(n.startswith(pattern) for n in names), pattern
 
 
+@pytest.mark.parametrize("packed", [True, False], ids=["default", "flat"])
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
-def test_exported_model_lowers_and_matches_pytorch(path):
+def test_exported_model_lowers_and_matches_pytorch(path, packed):
+    # Twice: as lowered by default, and with every dynamic list Flat (the fallback).
     m = onnx.load(path)
     assert set(ops_of(m)) & SEQUENCE_OPS, "a fixture without sequences tests nothing"
     cases = load_cases(path)
@@ -80,7 +82,7 @@ def test_exported_model_lowers_and_matches_pytorch(path):
     # their lowered models on both (lower_checked runs them on onnxruntime, optimizer
     # on and off).
     ort_loads = _ort_loads(m, feeds[0])
-    low, _ = lower_checked(m, backends=BACKENDS if ort_loads else ("reference",), inputs=feeds)
+    low, _ = lower_checked(m, backends=BACKENDS if ort_loads else ("reference",), inputs=feeds, packed=packed)
     if HAS_ORT and not ort_loads:
         rep = verify(m, low, inputs=feeds, backend="reference", lowered_backend="onnxruntime")
         assert rep.equivalent, rep.to_json()
