@@ -13,16 +13,12 @@ __all__ = ["ForgetIntermediateShapesPass"]
 class ForgetIntermediateShapesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
-        boundary = {*model.graph.inputs, *model.graph.outputs}
-        for graph in (model.graph, *(f for f in model.functions.values())):
+        for graph in (model.graph, *model.functions.values()):
             for node in ir.traversal.RecursiveGraphIterator(graph):
                 for v in node.outputs:
-                    if v not in boundary and v.shape is not None and not _is_subgraph_output(v):
+                    # Graph outputs, subgraphs' included, are signatures (Loop scan
+                    # outputs need theirs): they keep their shapes.
+                    if v.shape is not None and not v.is_graph_output():
                         v.shape = None
                         modified = True
         return ir.passes.PassResult(model, modified)
-
-
-def _is_subgraph_output(v: ir.Value) -> bool:
-    # A subgraph's declared outputs are part of its signature (Loop scan outputs need them).
-    return v.is_graph_output()

@@ -22,7 +22,7 @@ import onnx
 import onnx_ir as ir
 
 from passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
-from seqlower.analysis import Analysis, SeqInfo, analyze, const_position, is_default_domain, model_input_dims
+from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
 
@@ -108,23 +108,27 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         numbers and model-input dims), infer, and keep the result only if the body then
         gives back elements of exactly that shape; otherwise every shape is restored.
         """
+        loops = [
+            node for graph in model.graphs() for node in graph
+            if node.op_type == "Loop" and is_default_domain(node) and "body" in node.attributes
+            and any(isinstance(v.type, ir.SequenceType) for v in node.inputs[2:] if v is not None)
+        ]
+        if not loops:
+            return False  # nothing to prove: no analysis
         analysis = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
         anchored = input_dim_names(model)
         candidates: list[tuple[ir.Value, ir.Value, ir.Shape]] = []
-        for graph in model.graphs():
-            for node in graph:
-                if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
+        for node in loops:
+            body = node.attributes["body"].as_graph()
+            for k, init in enumerate(node.inputs[2:]):
+                info = analysis.info.get(init) if init is not None else None
+                if info is None or not info.uniform or info.elem_shape is None or 1 + k >= len(body.outputs):
                     continue
-                body = node.attributes["body"].as_graph()
-                for k, init in enumerate(node.inputs[2:]):
-                    info = analysis.info.get(init) if init is not None else None
-                    if info is None or not info.uniform or info.elem_shape is None or 1 + k >= len(body.outputs):
-                        continue
-                    shape = info.elem_shape
-                    bi = body.inputs[2 + k]
-                    if bi.shape == shape or not all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in shape.dims):
-                        continue
-                    candidates.append((bi, body.outputs[1 + k], shape))
+                shape = info.elem_shape
+                bi = body.inputs[2 + k]
+                if bi.shape == shape or not anchored_shape(shape, anchored):
+                    continue
+                candidates.append((bi, body.outputs[1 + k], shape))
         if not candidates:
             return False
         snapshot = [(v, v.shape) for g in model.graphs() for v in _graph_values(g)]

@@ -58,6 +58,7 @@ from passes._rewrite import (
 from seqlower.analysis import (
     Analysis,
     analyze,
+    anchored_shape,
     dynamic_split_squeezes,
     is_default_domain,
     loop_shapes_consistent,
@@ -626,7 +627,7 @@ def _invariant_shape(t: ir.Value, node: ir.Node, anchored: frozenset[str]) -> bo
     """Whether ``t`` has the same shape in every iteration of the Loop: every dim is a
     number or a model input's dim, and the shapes inference gave it rest on carried
     tensors whose shape is the same going in, in the body and coming out."""
-    if t.shape is None or not all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in t.shape.dims):
+    if t.shape is None or not anchored_shape(t.shape, anchored):
         return False
     return loop_shapes_consistent(node)
 

@@ -773,11 +773,11 @@ class _Analyzer:
         )
         for out, bo in zip(node.outputs, body.outputs):
             dtype = bo.dtype
-            uniform = inputs_match and bo.shape is not None and _anchored_shape(bo.shape, self._anchored)
+            uniform = inputs_match and bo.shape is not None and anchored_shape(bo.shape, self._anchored)
             shape = None
             if bo.shape is not None:
                 shape = ir.Shape([
-                    d if isinstance(d, int) or (inputs_match and _anchored_shape(ir.Shape([d]), self._anchored)) else None
+                    d if isinstance(d, int) or (inputs_match and anchored_shape(ir.Shape([d]), self._anchored)) else None
                     for d in bo.shape.dims
                 ])
             if n is None:
@@ -796,7 +796,7 @@ class _Analyzer:
             return info is not None and info.length == 0
         for d, e in zip(declared.dims, info.elem_shape.dims):
             named = isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value is not None)
-            if named and not (d == e and _anchored_shape(ir.Shape([e]), self._anchored)):
+            if named and not (d == e and anchored_shape(ir.Shape([e]), self._anchored)):
                 return False
         return True
 
@@ -874,7 +874,7 @@ class _Analyzer:
             if not shapes or any(s.rank() != shapes[0].rank() for s in shapes):
                 return False
             infos = [self.result.info[v] for v in group_values if self.result.info[v].length != 0]
-            if all(i.uniform for i in infos) and all(s == shapes[0] for s in shapes) and _anchored_shape(shapes[0], self._anchored):
+            if all(i.uniform for i in infos) and all(s == shapes[0] for s in shapes) and anchored_shape(shapes[0], self._anchored):
                 stacked.update(dict.fromkeys(group_values, shapes[0]))
                 continue
             axis = self._ragged_axis(group_values, shapes)
@@ -892,7 +892,7 @@ class _Analyzer:
         rank = shapes[0].rank()
         varying = [
             i for i in range(rank)
-            if not (all(s.dims[i] == shapes[0].dims[i] for s in shapes) and _anchored_shape(ir.Shape([shapes[0].dims[i]]), self._anchored))
+            if not (all(s.dims[i] == shapes[0].dims[i] for s in shapes) and anchored_shape(ir.Shape([shapes[0].dims[i]]), self._anchored))
         ]
         if len(varying) != 1:
             return None
@@ -1017,7 +1017,8 @@ class _Analyzer:
         return None
 
 
-def _anchored_shape(shape: ir.Shape, anchored: frozenset[str]) -> bool:
+def anchored_shape(shape: ir.Shape, anchored: frozenset[str]) -> bool:
+    """Every dim a number or a model input's dim: one size for the whole run."""
     return all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in shape.dims)
 
 

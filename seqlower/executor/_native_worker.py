@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from seqlower.executor._ort_worker import read_msg, write_msg
+from seqlower.executor._ort_worker import protocol_streams, serve
 
 _TRACT_TYPES = {
     np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
@@ -70,29 +70,14 @@ class _Tract:
 
 
 def main() -> None:
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
+    inp, out = protocol_streams()
     runtime = {"openvino": _OpenVINO, "tract": _Tract}[sys.argv[1]]()
-    loaded: dict[str, Any] = {}
-    while True:
-        try:
-            msg = read_msg(inp)
-        except EOFError:
-            return
-        try:
-            if msg["op"] == "load":
-                if msg["key"] not in loaded:
-                    loaded[msg["key"]] = runtime.load(msg["model"])
-                write_msg(out, {"ok": True, "notes": [], "version": runtime.version})
-            elif msg["key"] not in loaded:
-                write_msg(out, {"ok": False, "missing": True, "error": "model not loaded"})
-            else:
-                outputs = runtime.run(loaded[msg["key"]], msg["inputs"], msg["feeds"])
-                write_msg(out, {"ok": True, "outputs": outputs})
-        except Exception as e:  # reported to the parent, which raises ExecutionError
-            lines = [ln for ln in str(e).splitlines() if ln.strip()]
-            write_msg(out, {"ok": False, "error": f"{type(e).__name__}: {' '.join(lines[:3])[:400]}"})
+    serve(
+        inp, out, lambda msg: msg["key"],
+        lambda msg: (runtime.load(msg["model"]), {"notes": [], "version": runtime.version}),
+        lambda loaded, msg: runtime.run(loaded, msg["inputs"], msg["feeds"]),
+        error_lines=3,
+    )
 
 
 if __name__ == "__main__":

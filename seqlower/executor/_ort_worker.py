@@ -11,6 +11,7 @@ import os
 import pickle
 import struct
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 
@@ -126,52 +127,73 @@ def _to_ort(value: Any) -> Any:
     return value
 
 
-def main() -> None:
-    # The protocol owns the original stdout; anything a library prints goes to stderr.
+def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
+    """The protocol's pipes; anything a library prints from now on goes to stderr."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    inp = sys.stdin.buffer
-    import onnx
-    import onnxruntime as ort
+    return sys.stdin.buffer, out
 
-    ort.set_default_logger_severity(3)
-    sessions: dict[Any, Any] = {}
-    levels = {
-        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
+
+def serve(
+    inp: BinaryIO,
+    out: BinaryIO,
+    key_of: Callable[[dict], Any],
+    load: Callable[[dict], tuple[Any, dict]],
+    run: Callable[[Any, dict], list],
+    error_lines: int = 1,
+) -> None:
+    """Answer load and run messages until the parent closes the pipe: ``load`` gives a
+    runnable and the reply fields, cached by ``key_of``; ``run`` gives the outputs.
+    An exception is reported to the parent, which raises ExecutionError."""
+    loaded: dict[Any, tuple[Any, dict]] = {}
     while True:
         try:
             msg = read_msg(inp)
         except EOFError:
             return
         try:
-            key = (msg["key"], msg["opt_level"])
+            key = key_of(msg)
             if msg["op"] == "load":
-                if key not in sessions:
-                    model = onnx.ModelProto()
-                    model.ParseFromString(msg["model"])
-                    notes = downgrade(model, ort)
-                    opts = ort.SessionOptions()
-                    opts.graph_optimization_level = levels[msg["opt_level"]]
-                    opts.log_severity_level = 3
-                    opts.intra_op_num_threads = 1
-                    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-                    sessions[key] = (sess, notes)
-                sess, notes = sessions[key]
-                write_msg(out, {"ok": True, "notes": notes, "version": ort.__version__})
-            elif key not in sessions:
+                if key not in loaded:
+                    loaded[key] = load(msg)
+                write_msg(out, {"ok": True, **loaded[key][1]})
+            elif key not in loaded:
                 write_msg(out, {"ok": False, "missing": True, "error": "model not loaded"})
             else:
-                sess, _ = sessions[key]
-                feeds = {k: _to_ort(v) for k, v in msg["feeds"].items()}
-                outputs = sess.run(None, feeds)
-                write_msg(out, {"ok": True, "outputs": outputs})
-        except Exception as e:  # reported to the parent, which raises ExecutionError
-            lines = [ln for ln in str(e).splitlines() if ln.strip()]
-            write_msg(out, {"ok": False, "error": f"{type(e).__name__}: {lines[0] if lines else ''}"})
+                write_msg(out, {"ok": True, "outputs": run(loaded[key][0], msg)})
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            write_msg(out, {"ok": False, "error": f"{type(e).__name__}: {' '.join(lines[:error_lines])[:400]}"})
+
+
+def main() -> None:
+    inp, out = protocol_streams()
+    import onnx
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(3)
+    levels = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+
+    def load(msg: dict) -> tuple[Any, dict]:
+        model = onnx.ModelProto()
+        model.ParseFromString(msg["model"])
+        notes = downgrade(model, ort)
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = levels[msg["opt_level"]]
+        opts.log_severity_level = 3
+        opts.intra_op_num_threads = 1
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return sess, {"notes": notes, "version": ort.__version__}
+
+    def run(sess: Any, msg: dict) -> list:
+        return sess.run(None, {k: _to_ort(v) for k, v in msg["feeds"].items()})
+
+    serve(inp, out, lambda msg: (msg["key"], msg["opt_level"]), load, run)
 
 
 if __name__ == "__main__":

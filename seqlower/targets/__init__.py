@@ -42,6 +42,7 @@ class Gap:
     where: str  # node or value description
     graph: str
     why: str
+    sequence: bool = False  # a sequence/optional op or value (not an op the target lacks)
 
     def to_json(self) -> dict[str, str]:
         return {"what": self.what, "where": self.where, "graph": self.graph, "why": self.why}
@@ -68,8 +69,8 @@ def target_gaps(model: onnx.ModelProto, target: Target) -> list[Gap]:
     gaps: list[Gap] = []
     if not target.sequences:
         inv = take_inventory(model)
-        gaps += [Gap("op", op.node, op.graph, f"{target.name} runs no sequence or optional op") for op in inv.ops]
-        gaps += [Gap("value", f"{v.name}: {v.type}", v.graph, f"{target.name} has no sequence or optional type") for v in inv.values]
+        gaps += [Gap("op", op.node, op.graph, f"{target.name} runs no sequence or optional op", True) for op in inv.ops]
+        gaps += [Gap("value", f"{v.name}: {v.type}", v.graph, f"{target.name} has no sequence or optional type", True) for v in inv.values]
     for path, graph, _ in walk_graphs(model):
         for node in graph.node:
             if node.domain not in ("", "ai.onnx") or node.op_type not in target.lacks:
