@@ -293,7 +293,7 @@ def _cmd_lower(args: argparse.Namespace) -> int:
     from seqlower.targets import load_target, target_gaps
 
     target = load_target(args.target)
-    gaps = target_gaps(to_proto(lowered), target)
+    gaps = target_gaps(to_proto(lowered), target, report.kept_loops)
     doc = report.to_json()
     doc["target"] = {"name": target.name, "gaps": [g.to_json() for g in gaps]}
     if verdict is not None:

@@ -41,6 +41,8 @@ class LowerReport:
     rewrites: list[dict[str, Any]] = field(default_factory=list)
     remaining: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Loops the target lacks that stay, by node label: why no Scan could replace them.
+    kept_loops: dict[str, str] = field(default_factory=dict)
 
     @property
     def tensor_only(self) -> bool:
@@ -69,6 +71,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.lower_packed_sequences import LowerPackedSequencesPass
     from passes.lower_reverse_sequence import LowerReverseSequencePass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
+    from passes.loops_to_scans import LoopsToScansPass
     from passes.unroll_loops import UnrollLoopsPass
     from seqlower.targets import load_target
 
@@ -91,6 +94,9 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
             # The dynamic lowerings emit CumSum (element bounds): lowered after them.
             *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
+            # What stays a Loop (a run-time trip count) is a Scan where the target has one.
+            *([LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))]
+              if "Loop" in target.lacks and "Scan" not in target.lacks else []),
             CleanUpGraphPass(),
         ],
         steps=MAX_ROUNDS,
@@ -114,6 +120,11 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     model = _run_passes(build_passes(options), model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
+    from passes.loops_to_scans import LOOP_REASONS_KEY
+
+    reasons = model.meta.get(LOOP_REASONS_KEY, {})
+    remaining = {node_label(n) for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Loop"}
+    report.kept_loops = {k: reasons[k] for k in sorted(remaining & set(reasons))}
     proto = to_proto(model)
     _check(proto)
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)

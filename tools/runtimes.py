@@ -1,11 +1,15 @@
-"""Which runtimes run each exported fixture, before and after lowering for them.
+"""Which runtimes run each exported fixture, after lowering for them.
 
-    python tools/runtimes.py
+    python tools/runtimes.py [RUNTIME ...]
 
-For every model in tests/data/exported/ and every runtime the executor has (onnxruntime,
-openvino, tract), lowers the model with ``--target`` that runtime and runs every stored
-case, comparing with PyTorch's outputs. Prints a runtime x model table: ``k/n`` cases
-equal, and the first error. Runtimes that are not installed are reported as such.
+For every model in tests/data/exported/ and every runtime, lowers the model with
+``--target`` that runtime and runs every stored case, comparing with PyTorch's outputs.
+Prints a runtime x model table: ``k/n`` cases equal and the first error, or, when the
+lowering leaves something the target lacks, the first node ``seqlower check --target``
+names and why. Runtimes: the executor's backends (onnxruntime, openvino, tract) and, run
+in this process, onnx2torch, tinygrad and TVM Relax when they are installed (none is a
+dependency of seqlower: ``pip install onnx2torch tinygrad apache-tvm apache-tvm-ffi``).
+Runtimes that are not installed are reported as such.
 """
 
 from __future__ import annotations
@@ -22,9 +26,97 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor import Executor  # noqa: E402
 from seqlower.model_io import to_proto  # noqa: E402
+from seqlower.targets import load_target, target_gaps  # noqa: E402
 from tests.test_exported_models import MODELS, load_cases  # noqa: E402
 
-RUNTIMES = ("onnxruntime", "openvino", "tract")
+EXECUTOR_RUNTIMES = ("onnxruntime", "openvino", "tract")
+RUNTIMES = (*EXECUTOR_RUNTIMES, "onnx2torch", "tinygrad", "tvm")
+MODULE = {"onnxruntime": "onnxruntime", "openvino": "openvino", "tract": "tract", "onnx2torch": "onnx2torch",
+          "tinygrad": "tinygrad", "tvm": "tvm"}
+
+
+def _inputs(proto: onnx.ModelProto) -> list[str]:
+    inits = {i.name for i in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in inits]
+
+
+def _stub_torchvision() -> None:
+    """onnx2torch imports torchvision for its NonMaxSuppression converter only; PyPI's
+    torchvision does not load beside this machine's torch build, and no fixture needs it."""
+    import types
+
+    class _Missing(types.ModuleType):
+        def __getattr__(self, name: str):
+            if name.startswith("__"):
+                raise AttributeError(name)
+
+            def missing(*args, **kwargs):
+                raise NotImplementedError(f"torchvision.ops.{name}: torchvision is not installed")
+            return missing
+
+    if importlib.util.find_spec("torchvision") is None and "torchvision" not in sys.modules:
+        stub = types.ModuleType("torchvision")
+        stub.__version__ = "0+missing"  # type: ignore[attr-defined]
+        stub.ops = _Missing("torchvision.ops")  # type: ignore[attr-defined]
+        sys.modules["torchvision"] = stub
+        sys.modules["torchvision.ops"] = stub.ops  # type: ignore[attr-defined]
+
+
+def run_onnx2torch(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    _stub_torchvision()
+    import onnx2torch
+    import torch
+
+    module = onnx2torch.convert(proto)
+    with torch.no_grad():
+        out = module(*[torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in _inputs(proto)])
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return {o.name: np.asarray(v.numpy()) for o, v in zip(proto.graph.output, outs)}
+
+
+def run_tinygrad(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import os
+    import shutil
+    import tempfile
+
+    # tinygrad's CPU device compiles with clang; without it, its Python emulator (slow,
+    # fine for these fixtures).
+    if "DEV" not in os.environ and shutil.which("clang") is None:
+        os.environ["DEV"] = "PYTHON"
+    from tinygrad.nn.onnx import OnnxRunner
+
+    # One runner per call: it binds the symbolic dims to the first inputs it sees.
+    with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
+        f.write(proto.SerializeToString())
+        f.flush()
+        runner = OnnxRunner(f.name)
+    out = runner({n: np.ascontiguousarray(feeds[n]) for n in _inputs(proto)})
+    return {k: np.asarray(v.numpy()) for k, v in out.items()}
+
+
+def run_tvm(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    names = _inputs(proto)
+    dtypes = {n: str(feeds[n].dtype) for n in names}
+    shapes = {n: list(feeds[n].shape) for n in names}
+    mod = from_onnx(proto, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+    exe = tvm.compile(relax.get_pipeline("zero")(mod), target="llvm")
+    vm = relax.VirtualMachine(exe, tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(feeds[n])) for n in names])
+    outs = list(out) if isinstance(out, (tuple, list)) or type(out).__name__ == "Array" else [out]
+    return {o.name: np.asarray(v.numpy()) for o, v in zip(proto.graph.output, outs)}
+
+
+IN_PROCESS = {"onnx2torch": run_onnx2torch, "tinygrad": run_tinygrad, "tvm": run_tvm}
+
+
+def run(low: onnx.ModelProto, runtime: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if runtime in IN_PROCESS:
+        return IN_PROCESS[runtime](low, feeds)
+    return Executor(low, backend=runtime).run(feeds).outputs
 
 
 def score(low: onnx.ModelProto, backend: str, path: Path) -> str:
@@ -32,7 +124,7 @@ def score(low: onnx.ModelProto, backend: str, path: Path) -> str:
     ok, first = 0, ""
     for feeds, expected in cases:
         try:
-            out = Executor(low, backend=backend).run(feeds).outputs
+            out = run(low, backend, feeds)
             good = all(out[k].shape == v.shape and np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in expected.items())
             ok += good
             first = first or ("" if good else "numbers differ")
@@ -41,20 +133,39 @@ def score(low: onnx.ModelProto, backend: str, path: Path) -> str:
     return f"{ok}/{len(cases)} {first}".strip()
 
 
+def cell(m: onnx.ModelProto, runtime: str, path: Path) -> tuple[str, bool]:
+    """The table cell, and whether every case ran and was equal."""
+    lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime))
+    low = to_proto(lowered)
+    gaps = target_gaps(low, load_target(runtime), report.kept_loops)
+    if gaps:
+        return f"gap: {gaps[0].where}: {gaps[0].why}"[:56], False
+    text = score(low, runtime, path)
+    k, n = text.split()[0].split("/")
+    return text, k == n
+
+
 def main() -> None:
-    available = [r for r in RUNTIMES if importlib.util.find_spec(r) is not None]
-    for r in RUNTIMES:
+    asked = [r for r in sys.argv[1:]] or list(RUNTIMES)
+    unknown = [r for r in asked if r not in RUNTIMES]
+    if unknown:
+        sys.exit(f"unknown runtime(s) {unknown}; known: {', '.join(RUNTIMES)}")
+    available = [r for r in asked if importlib.util.find_spec(MODULE[r]) is not None]
+    for r in asked:
         if r not in available:
             print(f"{r}: not installed")
     width = max(len(p.stem) for p in MODELS)
     print(f"{'model':<{width}}  " + "  ".join(f"{r:<56}" for r in available))
+    runs = dict.fromkeys(available, 0)
     for path in MODELS:
         m = onnx.load(path)
         cells = []
         for r in available:
-            low = to_proto(lower_with_report(load_model(m), LowerOptions(target=r))[0])
-            cells.append(f"{score(low, r, path):<56}")
+            text, ok = cell(m, r, path)
+            runs[r] += ok
+            cells.append(f"{text:<56}")
         print(f"{path.stem:<{width}}  " + "  ".join(cells), flush=True)
+    print(f"{'runs every case':<{width}}  " + "  ".join(f"{f'{runs[r]}/{len(MODELS)}':<56}" for r in available))
 
 
 if __name__ == "__main__":

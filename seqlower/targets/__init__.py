@@ -10,6 +10,7 @@ report them.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -63,9 +64,10 @@ def load_target(name: str) -> Target:
     )
 
 
-def target_gaps(model: onnx.ModelProto, target: Target) -> list[Gap]:
+def target_gaps(model: onnx.ModelProto, target: Target, kept_loops: Mapping[str, str] | None = None) -> list[Gap]:
     """Every node whose op ``target`` lacks and, for a target without sequences, every
-    sequence or optional op and value, subgraphs and functions included."""
+    sequence or optional op and value, subgraphs and functions included. ``kept_loops``
+    (from a lowering's report) says why a Loop could not become a Scan."""
     gaps: list[Gap] = []
     if not target.sequences:
         inv = take_inventory(model)
@@ -77,5 +79,9 @@ def target_gaps(model: onnx.ModelProto, target: Target) -> list[Gap]:
                 continue
             if not target.sequences and node.op_type in SEQUENCE_OPS:
                 continue  # already counted above
-            gaps.append(Gap("op", describe_node(node.op_type, node.name, list(node.output)), path, f"{target.name} has no {node.op_type}"))
+            where = describe_node(node.op_type, node.name, list(node.output))
+            why = f"{target.name} has no {node.op_type}"
+            if kept_loops and where in kept_loops:
+                why += f", and this one cannot be a Scan: {kept_loops[where]}"
+            gaps.append(Gap("op", where, path, why))
     return gaps

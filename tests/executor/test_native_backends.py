@@ -28,10 +28,13 @@ OPENVINO_GAPS = {
     "ts_nested_list_loops_opset17": "the ONNX frontend fails to convert the outer Loop (shape_util.cpp)",
     "dynamo_embedding_bag_opset18": "the ONNX frontend fails to convert the Loop",
 }
-# tract 0.23.9 runs these lowered fixtures; the others fail in its analysis: a Loop over
-# a run-time count (not implemented), Equal in dynamo's embedding_bag.
+# tract 0.23.9 runs these lowered fixtures (their Loops over a dim became Scans); the
+# others fail in its analysis: a Loop carrying a list that grows (no Scan can carry it),
+# Equal in dynamo's embedding_bag.
 TRACT_RUNS = {
     "dynamo_split_chunk_unbind_opset18", "dynamo_chunk_dynamic_batch_opset18",
+    "ts_loop_collect_steps_opset13", "ts_loop_collect_steps_opset17",
+    "ts_unbind_del_append_stack_opset13", "ts_unbind_del_append_stack_opset17",
     "ts_chunk_dynamic_dim_opset13", "ts_chunk_dynamic_dim_opset17", "ts_chunk_pop_cat_opset13", "ts_chunk_pop_cat_opset17",
     "ts_split_dynamic_sizes_opset13", "ts_split_dynamic_sizes_opset17",
 }

@@ -1,0 +1,189 @@
+"""Turn Loops into Scans, for targets that have Scan but no Loop (tract).
+
+What the unrolling leaves is a Loop over a run-time trip count: TorchScript's
+``for i in range(x.size(0))``, and the Loops the sequence lowerings build for a
+SequenceMap whose body does not batch or for an append loop. Such a Loop is a Scan when
+
+- it has a trip count ``M`` and its condition cannot stop it early;
+- every tensor it carries keeps one shape from iteration to iteration (Scan requires it:
+  onnxruntime preallocates its states), proven by the body declaring the same shape, of
+  numbers and named dims, for the carried input and its output: by induction each
+  iteration then sees the initial shape;
+- every scan output has a known rank and type (see the zero-trip case below);
+- no sequence or optional value is carried (those are lowered first).
+
+The Scan iterates over ``Range(0, M, 1)``, whose elements are the iteration numbers the
+Loop body read from its first input; the body's condition input becomes a constant
+true and its condition output goes. A Scan over an empty scan input fails on every
+runtime measured (onnx's reference, onnxruntime 1.31, tract 0.23.9), so unless ``M`` is
+a constant of at least 1 the Scan sits in an ``If (M > 0)`` whose else branch returns the
+initial states and empty scan outputs: ``[0, *step]``, with 0 for each step dim that is
+not a number, as onnxruntime's Loop gives after no iteration.
+
+A Loop that stays has its reason recorded (``LOOP_REASONS_KEY``), and the target report
+says it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from passes._rewrite import Scope, rewrite_each_node, take_over
+from passes._tensor_ops import INT64, Ops
+from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, model_input_dims, node_label
+from seqlower.builder import Builder, NameAuthority
+
+__all__ = ["LoopsToScansPass", "LOOP_REASONS_KEY"]
+
+# model.meta[LOOP_REASONS_KEY]: {node label: why that Loop could not become a Scan}.
+LOOP_REASONS_KEY = "seqlower.loop_reasons"
+
+
+class LoopsToScansPass(ir.passes.InPlacePass):
+    def __init__(self, nested: bool = True) -> None:
+        super().__init__()
+        # False for a target that runs a Scan inside a Scan wrong (tract: quirk
+        # "nested-scan-state"): a Loop whose body holds a Scan stays a Loop.
+        self.nested = nested
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        reasons: dict[str, str] = model.meta.setdefault(LOOP_REASONS_KEY, {})
+        input_dims = model_input_dims(model)
+
+        def rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+            if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
+                return None
+            body = node.attributes["body"].as_graph()
+            why = why_not_a_scan(node, body)
+            if why is None and not self.nested and any(n.op_type == "Scan" for n in ir.traversal.RecursiveGraphIterator(body)):
+                why = "its body holds a Scan, and the target runs a Scan inside a Scan wrong"
+            if why is not None:
+                reasons[node_label(node)] = why
+                return None
+            reasons.pop(node_label(node), None)
+            guarded = _to_scan(node, body, scope, names, input_dims)
+            return "Scan", "Loop as a Scan over its iteration numbers" + (" (in an If: the trip count may be 0)" if guarded else "")
+
+        return rewrite_each_node(model, rewrite)
+
+
+def _has_sequences(values: list[ir.Value]) -> bool:
+    return any(isinstance(v.type, (ir.SequenceType, ir.OptionalType)) for v in values)
+
+
+def _invariant(shape: ir.Shape | None, other: ir.Shape | None) -> bool:
+    """Both declared, equal, and every dim a number or a named dim (two unknown dims
+    prove nothing)."""
+    if shape is None or other is None or shape != other:
+        return False
+    return all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value is not None) for d in shape.dims)
+
+
+def why_not_a_scan(node: ir.Node, body: ir.Graph) -> str | None:
+    """Why this Loop cannot be a Scan, or None when it can."""
+    if not node.inputs or node.inputs[0] is None:
+        return "it has no trip count: it runs until its condition stops it, which Scan cannot express"
+    if not loop_runs_all_trips(node, body):
+        return "its condition can stop it before the trip count (a while loop or a break), which Scan cannot express"
+    n_carried = len(node.inputs) - 2
+    carried_in, carried_out = body.inputs[2:], body.outputs[1 : 1 + n_carried]
+    if _has_sequences([*node.inputs[2:], *node.outputs]) or any(
+        _has_sequences([*n.inputs, *n.outputs]) for n in ir.traversal.RecursiveGraphIterator(body)
+    ):
+        return "it still carries or makes a sequence"
+    for bi, bo in zip(carried_in, carried_out):
+        if not _invariant(bi.shape, bo.shape):
+            return (f"the tensor it carries ('{bi.name}') is not proven to keep one shape across iterations "
+                    "(it may grow), and a Scan state must")
+    for bo in body.outputs[1 + n_carried :]:
+        if bo.shape is None or bo.dtype is None:
+            return f"its scan output '{bo.name}' has no known rank or type, needed for the empty result after no iteration"
+    return None
+
+
+def _to_scan(node: ir.Node, body: ir.Graph, scope: Scope, names: NameAuthority,
+             input_dims: dict[str, tuple[ir.Value, int]]) -> bool:
+    """Replace the Loop by a Scan (in an If unless it surely runs); True when guarded."""
+    o = Ops(scope.builder(node, names))
+    base = node.name or "loop"
+    m = node.inputs[0]
+    assert m is not None
+    trips = const_array(m)
+    if m.shape is None or m.shape.rank() != 0:
+        m = o.reshape(m, o.ints([]), f"{base}_trips")
+    iterations = o.op("Range", [o.scalar(0), m, o.scalar(1)], f"{base}_iterations", dtype=INT64)
+    _loop_body_as_scan_body(body, names, scope.opset)
+    node.attributes.pop("body")
+    inits = list(node.inputs[2:])
+    n_carried = len(inits)
+    guarded = trips is None or trips.size != 1 or int(trips.reshape(())) < 1
+    if not guarded:
+        scan = ir.Node("", "Scan", [*inits, iterations], [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", 1)],
+                       num_outputs=len(node.outputs), name=names.fresh(f"{base}_scan"))
+        o.b.graph.insert_before(node, scan)
+        results = list(scan.outputs)
+    else:
+        then = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_runs"), opset_imports={"": scope.opset})
+        scan = ir.Node("", "Scan", [*inits, iterations], [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", 1)],
+                       num_outputs=len(node.outputs), name=names.fresh(f"{base}_scan"))
+        then.append(scan)
+        for v, old in zip(scan.outputs, node.outputs):
+            v.name, v.type, v.shape = names.fresh(f"{old.name or base}_ran"), old.type, None
+        then.outputs.extend(scan.outputs)
+        skip = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_skipped"), opset_imports={"": scope.opset})
+        sb = Builder(skip, None, scope.opset, names, main_graph=False)
+        skipped = [sb.identity(v, f"{old.name or base}_initial") for v, old in zip(inits, node.outputs)]  # type: ignore[arg-type]
+        none = sb.op("Max", [m, sb.constant(np.array(0, np.int64), f"{base}_zero")], f"{base}_no_trips", dtype=INT64, shape=ir.Shape([]))
+        none1 = sb.op("Reshape", [none, sb.ints([1], f"{base}_one_dim")], f"{base}_no_trips1", dtype=INT64, shape=ir.Shape([1]))
+        for bo, old in zip(body.outputs[n_carried:], node.outputs[n_carried:]):
+            assert bo.shape is not None and bo.dtype is not None
+            # The step's dims from what the body's declared shape names (a number, a
+            # model input's dim), so that the branch's shape is the Scan's: tract
+            # requires both branches of an If to give one shape.
+            dims = [none1, *(_dim(d, sb, input_dims, f"{old.name or base}_d{k}") for k, d in enumerate(bo.shape.dims))]
+            shape = sb.op("Concat", dims, f"{old.name or base}_none_shape", dtype=INT64, axis=0)
+            zero = sb.constant(np.zeros((), bo.dtype.numpy()), f"{old.name or base}_zero")
+            skipped.append(sb.op("Expand", [zero, shape], f"{old.name or base}_empty", dtype=bo.dtype))
+        skip.outputs.extend(skipped)
+        has_trips = o.op("Greater", [m, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL)
+        branch = ir.Node("", "If", [has_trips], [ir.AttrGraph("then_branch", then), ir.AttrGraph("else_branch", skip)],
+                         num_outputs=len(node.outputs), name=names.fresh(f"{base}_if_trips"))
+        o.b.graph.insert_before(node, branch)
+        results = list(branch.outputs)
+    for new, old in zip(results, node.outputs):
+        new.name, new.type, new.shape = old.name, old.type, old.shape
+        old.name = None
+        take_over(old, new, scope.graph)
+    scope.graph.remove(node, safe=True)
+    return guarded
+
+
+def _dim(d: int | ir.SymbolicDim, b: Builder, input_dims: dict[str, tuple[ir.Value, int]], name: str) -> ir.Value:
+    """A ``[1]`` tensor of one dim: a number, a model input's dim, or 0 (the size
+    onnxruntime's Loop gives a dim it does not know after no iteration)."""
+    if isinstance(d, ir.SymbolicDim) and d.value in input_dims:
+        x, axis = input_dims[d.value]
+        dims = b.op("Shape", [x], f"{name}_dims", dtype=INT64)
+        return b.slice(dims, b.ints([axis], f"{name}_at"), b.ints([axis + 1], f"{name}_to"), [0], name)
+    return b.ints([d if isinstance(d, int) else 0], name)
+
+
+def _loop_body_as_scan_body(body: ir.Graph, names: NameAuthority, opset: int) -> None:
+    """Loop body (i, cond, carried...) -> (cond, carried..., scans...) becomes the Scan
+    body (carried..., i) -> (carried..., scans...), in place."""
+    i, cond = body.inputs[0], body.inputs[1]
+    if cond.uses() or cond.is_graph_output():
+        b = Builder(body, body[0] if len(body) else None, opset, names, main_graph=False)
+        true = b.constant(np.array(True), f"{cond.name or 'cond'}_true")
+        outputs = body.outputs
+        for k, v in enumerate(outputs):
+            if v is cond:
+                outputs[k] = b.identity(true, f"{cond.name or 'cond'}_out")
+        ir.convenience.replace_all_uses_with(cond, true)
+    body.outputs.pop(0)
+    body.inputs.pop(0)
+    body.inputs.pop(0)
+    body.inputs.append(i)
+    if i.shape is None:
+        i.shape = ir.Shape([])
