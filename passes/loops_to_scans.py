@@ -30,11 +30,12 @@ import numpy as np
 import onnx_ir as ir
 
 from passes._rewrite import Scope, rewrite_each_node, take_over
+from passes._zero_trips import zero_trip_guard
 from passes._tensor_ops import INT64, Ops
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, model_input_dims, node_label
 from seqlower.builder import Builder, NameAuthority
 
-__all__ = ["LoopsToScansPass", "LOOP_REASONS_KEY"]
+__all__ = ["LoopsToScansPass", "LOOP_REASONS_KEY", "carries_one_shape", "why_not_a_scan"]
 
 # model.meta[LOOP_REASONS_KEY]: {node label: why that Loop could not become a Scan}.
 LOOP_REASONS_KEY = "seqlower.loop_reasons"
@@ -80,6 +81,12 @@ def _invariant(shape: ir.Shape | None, other: ir.Shape | None) -> bool:
     return all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value is not None) for d in shape.dims)
 
 
+def carries_one_shape(node: ir.Node, body: ir.Graph) -> bool:
+    """Whether every tensor the Loop carries provably keeps one shape across iterations."""
+    n_carried = len(node.inputs) - 2
+    return all(_invariant(bi.shape, bo.shape) for bi, bo in zip(body.inputs[2:], body.outputs[1 : 1 + n_carried]))
+
+
 def why_not_a_scan(node: ir.Node, body: ir.Graph) -> str | None:
     """Why this Loop cannot be a Scan, or None when it can."""
     if not node.inputs or node.inputs[0] is None:
@@ -118,55 +125,24 @@ def _to_scan(node: ir.Node, body: ir.Graph, scope: Scope, names: NameAuthority,
     inits = list(node.inputs[2:])
     n_carried = len(inits)
     guarded = trips is None or trips.size != 1 or int(trips.reshape(())) < 1
+
+    def scan() -> ir.Node:
+        return ir.Node("", "Scan", [*inits, iterations], [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", 1)],
+                       num_outputs=len(node.outputs), name=names.fresh(f"{base}_scan"))
+
     if not guarded:
-        scan = ir.Node("", "Scan", [*inits, iterations], [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", 1)],
-                       num_outputs=len(node.outputs), name=names.fresh(f"{base}_scan"))
-        o.b.graph.insert_before(node, scan)
-        results = list(scan.outputs)
+        made = scan()
+        o.b.graph.insert_before(node, made)
+        results = list(made.outputs)
     else:
-        then = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_runs"), opset_imports={"": scope.opset})
-        scan = ir.Node("", "Scan", [*inits, iterations], [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", 1)],
-                       num_outputs=len(node.outputs), name=names.fresh(f"{base}_scan"))
-        then.append(scan)
-        for v, old in zip(scan.outputs, node.outputs):
-            v.name, v.type, v.shape = names.fresh(f"{old.name or base}_ran"), old.type, None
-        then.outputs.extend(scan.outputs)
-        skip = ir.Graph([], [], nodes=[], name=names.fresh(f"{base}_skipped"), opset_imports={"": scope.opset})
-        sb = Builder(skip, None, scope.opset, names, main_graph=False)
-        skipped = [sb.identity(v, f"{old.name or base}_initial") for v, old in zip(inits, node.outputs)]  # type: ignore[arg-type]
-        none = sb.op("Max", [m, sb.constant(np.array(0, np.int64), f"{base}_zero")], f"{base}_no_trips", dtype=INT64, shape=ir.Shape([]))
-        none1 = sb.op("Reshape", [none, sb.ints([1], f"{base}_one_dim")], f"{base}_no_trips1", dtype=INT64, shape=ir.Shape([1]))
-        for bo, old in zip(body.outputs[n_carried:], node.outputs[n_carried:]):
-            assert bo.shape is not None and bo.dtype is not None
-            # The step's dims from what the body's declared shape names (a number, a
-            # model input's dim), so that the branch's shape is the Scan's: tract
-            # requires both branches of an If to give one shape.
-            dims = [none1, *(_dim(d, sb, input_dims, f"{old.name or base}_d{k}") for k, d in enumerate(bo.shape.dims))]
-            shape = sb.op("Concat", dims, f"{old.name or base}_none_shape", dtype=INT64, axis=0)
-            zero = sb.constant(np.zeros((), bo.dtype.numpy()), f"{old.name or base}_zero")
-            skipped.append(sb.op("Expand", [zero, shape], f"{old.name or base}_empty", dtype=bo.dtype))
-        skip.outputs.extend(skipped)
-        has_trips = o.op("Greater", [m, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL)
-        branch = ir.Node("", "If", [has_trips], [ir.AttrGraph("then_branch", then), ir.AttrGraph("else_branch", skip)],
-                         num_outputs=len(node.outputs), name=names.fresh(f"{base}_if_trips"))
-        o.b.graph.insert_before(node, branch)
-        results = list(branch.outputs)
+        steps = [(bo.shape, bo.dtype) for bo in body.outputs[n_carried:]]
+        results = zero_trip_guard(o, m, None, inits, steps, list(node.outputs), scan, scope, names, input_dims, base)
     for new, old in zip(results, node.outputs):
         new.name, new.type, new.shape = old.name, old.type, old.shape
         old.name = None
         take_over(old, new, scope.graph)
     scope.graph.remove(node, safe=True)
     return guarded
-
-
-def _dim(d: int | ir.SymbolicDim, b: Builder, input_dims: dict[str, tuple[ir.Value, int]], name: str) -> ir.Value:
-    """A ``[1]`` tensor of one dim: a number, a model input's dim, or 0 (the size
-    onnxruntime's Loop gives a dim it does not know after no iteration)."""
-    if isinstance(d, ir.SymbolicDim) and d.value in input_dims:
-        x, axis = input_dims[d.value]
-        dims = b.op("Shape", [x], f"{name}_dims", dtype=INT64)
-        return b.slice(dims, b.ints([axis], f"{name}_at"), b.ints([axis + 1], f"{name}_to"), [0], name)
-    return b.ints([d if isinstance(d, int) else 0], name)
 
 
 def _loop_body_as_scan_body(body: ir.Graph, names: NameAuthority, opset: int) -> None:

@@ -102,7 +102,18 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
         steps=MAX_ROUNDS,
         early_stop=True,
     )
-    final: list[ir.passes.PassBase] = [InferSequenceShapesPass(options.keepdims_policy)]
+    final: list[ir.passes.PassBase] = []
+    if "empty-constant-loop-state" in dict(target.quirks):
+        from passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass
+
+        final.append(UnfoldEmptyLoopStatesPass())
+    if "loop-assumes-an-iteration" in dict(target.quirks):
+        from passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
+
+        final.append(GuardZeroTripLoopsPass())
+    if final:
+        final.append(CleanUpGraphPass())  # what the target's rewrites left unused
+    final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
         from passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 

@@ -131,3 +131,33 @@ def ops_of(m: onnx.ModelProto) -> list[str]:
                     stack.append(a.g)
                 stack.extend(a.graphs)
     return out
+
+
+def growing_loop_model(while_loop: bool = False) -> onnx.ModelProto:
+    """``for i in range(x.size(0)): flat = cat(flat, x[i]); rows = cat(rows, [[len(x[i])]])``,
+    both starting as empty constants, then one more row after the Loop: what the Flat
+    lowering makes of a list grown in a loop. ``while_loop``: no trip count; it starts
+    when ``n > 0`` and the condition ``i + 1 < n`` stops it."""
+    nodes = [helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+             helper.make_node("Concat", ["f_in", "row"], ["f_out"], axis=0),
+             helper.make_node("Shape", ["row"], ["row_dims"]),
+             helper.make_node("Unsqueeze", ["row_dims", "axis0"], ["row_rows"]),
+             helper.make_node("Concat", ["r_in", "row_rows"], ["r_out"], axis=0)]
+    if while_loop:
+        nodes += [helper.make_node("Add", ["i", "one"], ["next"]), helper.make_node("Less", ["next", "n"], ["c_out"])]
+    else:
+        nodes.append(helper.make_node("Identity", ["c"], ["c_out"]))
+    loop_body = body(nodes, [t("i", INT64, []), t("c", BOOL, []), t("f_in", FLOAT, [None]), t("r_in", INT64, [None, 1])],
+                     [t("c_out", BOOL, []), t("f_out", FLOAT, [None]), t("r_out", INT64, [None, 1])])
+    return model(
+        [helper.make_node("Shape", ["x"], ["dims"]),
+         helper.make_node("Gather", ["dims", "zero"], ["n"], axis=0),
+         helper.make_node("Greater", ["n", "zero"], ["has_rows"]),
+         helper.make_node("Loop", ["" if while_loop else "n", "has_rows" if while_loop else "", "f0", "r0"], ["flat", "rows_in_loop"],
+                          body=loop_body, name="grow"),
+         helper.make_node("Concat", ["rows_in_loop", "extra_row"], ["rows"], axis=0)],
+        [t("x", FLOAT, ["n", "w"])], [t("flat", FLOAT, [None]), t("rows", INT64, [None, 1])],
+        initializer=[const("zero", 0, np.int64), const("one", 1, np.int64), const("axis0", np.array([0], np.int64)),
+                     const("f0", np.zeros(0, np.float32)), const("r0", np.zeros((0, 1), np.int64)),
+                     const("extra_row", np.array([[7]], np.int64))],
+    )

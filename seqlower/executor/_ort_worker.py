@@ -162,8 +162,9 @@ def serve(
             else:
                 write_msg(out, {"ok": True, "outputs": run(loaded[key][0], msg)})
         except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
-            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-            write_msg(out, {"ok": False, "error": f"{type(e).__name__}: {' '.join(lines[:error_lines])[:400]}"})
+            text = str(e).split("Stack backtrace:")[0]  # tract appends its Rust stack
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            write_msg(out, {"ok": False, "error": f"{type(e).__name__}: {' '.join(lines[:error_lines])[:100 * error_lines + 100]}"})
 
 
 def main() -> None:

@@ -1,0 +1,53 @@
+"""OpenVINO infers a growing Loop output as if the body ran once, and a Concat after a
+Loop that ran none fails: for it, such a Loop sits in an If (M > 0) whose else branch
+gives the initial states; Loops whose states keep one shape are left alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from seqlower.executor import Executor
+from seqlower.executor.verify import verify
+from seqlower.targets import load_target
+from tests.helpers import FLOAT, INT64, BOOL, body, const, growing_loop_model, lower_checked, model, ops_of, t
+
+
+def test_a_growing_loop_is_guarded_and_runs_no_iteration_on_openvino():
+    assert "loop-assumes-an-iteration" in dict(load_target("openvino").quirks)
+    m = growing_loop_model()
+    feeds = [{"x": np.zeros((0, 3), np.float32)}, {"x": np.ones((2, 3), np.float32)}, {"x": np.ones((1, 0), np.float32)}]
+    low, report = lower_checked(m, inputs=feeds, target="openvino")
+    assert low.graph.node[[n.op_type for n in low.graph.node].index("If")].op_type == "If"
+    assert ops_of(low).count("Loop") == 1 and "Loop in an If for no iteration (OpenVINO)" in {r["how"] for r in report.rewrites}
+    for f in feeds:
+        rep = verify(m, low, inputs=[f], backend="reference", lowered_backend="openvino")
+        assert rep.equivalent, (f["x"].shape, rep.to_json())
+
+
+def test_without_the_guard_openvino_fails_after_no_iteration():
+    # The quirk itself (fixed upstream, this test fails and the guard can go).
+    low, _ = lower_checked(growing_loop_model(), inputs=[{"x": np.ones((2, 3), np.float32)}], target="onnxruntime")
+    from passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass
+    from seqlower import load_model
+    from seqlower.model_io import to_proto
+
+    unguarded = to_proto(UnfoldEmptyLoopStatesPass()(load_model(low)).model)
+    assert "If" not in ops_of(unguarded)
+    with pytest.raises(Exception, match="incompatible with provided dimensions"):
+        Executor(unguarded, backend="openvino").run({"x": np.zeros((0, 3), np.float32)})
+
+
+def test_a_loop_whose_states_keep_their_shape_is_left_alone():
+    loop_body = body([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+                      helper.make_node("Add", ["h", "row"], ["h_out"])],
+                     [t("i", INT64, []), t("c", BOOL, []), t("h", FLOAT, ["w"])], [t("c_out", BOOL, []), t("h_out", FLOAT, ["w"])])
+    m = model([helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Gather", ["dims", "zero"], ["n"], axis=0),
+               helper.make_node("Loop", ["n", "", "h0"], ["h"], body=loop_body)],
+              [t("x", FLOAT, ["n", "w"]), t("h0", FLOAT, ["w"])], [t("h", FLOAT, ["w"])], initializer=[const("zero", 0, np.int64)])
+    feeds = [{"x": np.ones((0, 3), np.float32), "h0": np.ones(3, np.float32)}, {"x": np.ones((2, 3), np.float32), "h0": np.ones(3, np.float32)}]
+    low, _ = lower_checked(m, inputs=feeds, target="openvino")
+    assert "If" not in ops_of(low)
+    rep = verify(m, low, inputs=feeds, backend="reference", lowered_backend="openvino")
+    assert rep.equivalent, rep.to_json()
