@@ -60,7 +60,7 @@ class LoopsToScansPass(ir.passes.InPlacePass):
             if why is None and not self.nested and any(n.op_type == "Scan" for n in ir.traversal.RecursiveGraphIterator(body)):
                 why = "its body holds a Scan, and the target runs a Scan inside a Scan wrong"
             if why is not None:
-                reasons[node_label(node)] = why
+                reasons[node_label(node)] = f"it cannot be a Scan: {why}"
                 return None
             reasons.pop(node_label(node), None)
             guarded = _to_scan(node, body, scope, names, input_dims)

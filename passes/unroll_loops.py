@@ -18,7 +18,8 @@ import onnx_ir as ir
 
 from passes._rewrite import Scope, inline_map_body, replace_output, rewrite_each_node
 from passes._tensor_ops import Ops
-from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips
+from passes.loops_to_scans import LOOP_REASONS_KEY
+from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
 from seqlower.builder import NameAuthority
 
 __all__ = ["UnrollLoopsPass"]
@@ -30,30 +31,39 @@ class UnrollLoopsPass(ir.passes.InPlacePass):
         self.max_unroll = max_unroll
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.reasons: dict[str, str] = model.meta.setdefault(LOOP_REASONS_KEY, {})
         return rewrite_each_node(model, self._rewrite)
 
     def _rewrite(self, node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
         trips = self._trips(node)
+        if isinstance(trips, str):
+            self.reasons[node_label(node)] = f"it cannot be unrolled: {trips}"
+            return None
         if trips is None:
             return None
         _unroll(node, trips, Ops(scope.builder(node, names)), scope, names)
         scope.graph.remove(node, safe=True)
         return "tensor ops", f"Loop unrolled ({trips} iterations)"
 
-    def _trips(self, node: ir.Node) -> int | None:
+    def _trips(self, node: ir.Node) -> int | str | None:
+        """The trip count to unroll, or why not (None: not a Loop)."""
         if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
             return None
-        m = const_array(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+        if not node.inputs or node.inputs[0] is None:
+            return "it has no trip count (a while loop)"
+        m = const_array(node.inputs[0])
         if m is None or m.size != 1:
-            return None
-        trips = int(m.reshape(()))
+            return "its trip count is known only at run time"
+        trips = max(int(m.reshape(())), 0)
         body = node.attributes["body"].as_graph()
-        if not 0 <= trips <= self.max_unroll or not loop_runs_all_trips(node, body):
-            return None
+        if trips > self.max_unroll:
+            return f"its {trips} trips are more than --max-unroll ({self.max_unroll})"
+        if not loop_runs_all_trips(node, body):
+            return "its condition can stop it before the trip count"
         n_scans = len(body.outputs) - 1 - (len(node.inputs) - 2)
         # After no iteration a scan output is [0, *step]: only where the step shape is known.
         if trips == 0 and any(not _static(bo) for bo in body.outputs[len(body.outputs) - n_scans :]):
-            return None
+            return "it runs no iteration, and the shape of a scan output, which is then empty, is not known"
         return trips
 
 

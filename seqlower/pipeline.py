@@ -111,6 +111,10 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
         from passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 
         final.append(GuardZeroTripLoopsPass())
+    if "split-tuple-output" in dict(target.quirks):
+        from passes.separate_tuple_outputs import SeparateTupleOutputsPass
+
+        final.append(SeparateTupleOutputsPass())
     if final:
         final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))

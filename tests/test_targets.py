@@ -79,3 +79,32 @@ def test_check_and_lower_with_a_target(capsys, tmp_path):
     with pytest.raises(SystemExit) as info:
         main(["check", str(p), "--target", "nope"])
     assert info.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(ISSUE_TARGETS))
+def test_every_fixture_lowers_for_every_target_or_the_report_names_each_node_and_why(name):
+    """The Stage 4 promise, for every target: the lowered fixture has nothing the target
+    lacks (for OpenVINO and tract, tests/executor/test_native_backends.py also runs it),
+    or each gap names its node and says why it could not be lowered away."""
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.model_io import to_proto
+    from tests.test_exported_models import MODELS
+
+    target = load_target(name)
+    kept = {}
+    for path in MODELS:
+        lowered, report = lower_with_report(load_model(onnx.load(path)), LowerOptions(target=name))
+        gaps = target_gaps(to_proto(lowered), target, report.kept_loops)
+        assert not any(g.sequence for g in gaps), (path.stem, gaps)  # every sequence is lowered, for every target
+        for g in gaps:
+            op = g.where.split(" node ")[0]
+            assert op in target.lacks and g.why.startswith(f"{name} has no {op}"), (path.stem, g)
+            if op == "Loop":
+                # Why neither the unrolling nor (with Scan) a Scan could take it.
+                assert ", and it cannot be " in g.why, (path.stem, g)
+        kept[path.stem] = [g.where for g in gaps]
+    # What is left is Loops, for targets without Loop only, and fewer where Scan is.
+    if "Loop" not in target.lacks:
+        assert not any(kept.values())
+    else:
+        assert all(w.startswith("Loop node") for ws in kept.values() for w in ws)

@@ -8,8 +8,9 @@ Prints a runtime x model table: ``k/n`` cases equal and the first error, or, whe
 lowering leaves something the target lacks, the first node ``seqlower check --target``
 names and why. Runtimes: the executor's backends (onnxruntime, openvino, tract) and, run
 in this process, onnx2torch, tinygrad and TVM Relax when they are installed (none is a
-dependency of seqlower: ``pip install onnx2torch tinygrad apache-tvm apache-tvm-ffi``).
-Runtimes that are not installed are reported as such.
+dependency of seqlower: ``pip install onnx2torch tinygrad apache-tvm apache-tvm-ffi``;
+tinygrad's CPU device compiles with clang: ``apt-get install clang``). Runtimes that are
+not installed are reported as such.
 """
 
 from __future__ import annotations
@@ -55,9 +56,13 @@ def _stub_torchvision() -> None:
             return missing
 
     if importlib.util.find_spec("torchvision") is None and "torchvision" not in sys.modules:
+        from importlib.machinery import ModuleSpec
+
         stub = types.ModuleType("torchvision")
         stub.__version__ = "0+missing"  # type: ignore[attr-defined]
+        stub.__spec__ = ModuleSpec("torchvision", None)
         stub.ops = _Missing("torchvision.ops")  # type: ignore[attr-defined]
+        stub.ops.__spec__ = ModuleSpec("torchvision.ops", None)
         sys.modules["torchvision"] = stub
         sys.modules["torchvision.ops"] = stub.ops  # type: ignore[attr-defined]
 
@@ -75,14 +80,8 @@ def run_onnx2torch(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict
 
 
 def run_tinygrad(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    import os
-    import shutil
     import tempfile
 
-    # tinygrad's CPU device compiles with clang; without it, its Python emulator (slow,
-    # fine for these fixtures).
-    if "DEV" not in os.environ and shutil.which("clang") is None:
-        os.environ["DEV"] = "PYTHON"
     from tinygrad.nn.onnx import OnnxRunner
 
     # One runner per call: it binds the symbolic dims to the first inputs it sees.

@@ -67,7 +67,7 @@ def load_target(name: str) -> Target:
 def target_gaps(model: onnx.ModelProto, target: Target, kept_loops: Mapping[str, str] | None = None) -> list[Gap]:
     """Every node whose op ``target`` lacks and, for a target without sequences, every
     sequence or optional op and value, subgraphs and functions included. ``kept_loops``
-    (from a lowering's report) says why a Loop could not become a Scan."""
+    (from a lowering's report) says why a Loop could not be unrolled or become a Scan."""
     gaps: list[Gap] = []
     if not target.sequences:
         inv = take_inventory(model)
@@ -82,6 +82,6 @@ def target_gaps(model: onnx.ModelProto, target: Target, kept_loops: Mapping[str,
             where = describe_node(node.op_type, node.name, list(node.output))
             why = f"{target.name} has no {node.op_type}"
             if kept_loops and where in kept_loops:
-                why += f", and this one cannot be a Scan: {kept_loops[where]}"
+                why += f", and {kept_loops[where]}"
             gaps.append(Gap("op", where, path, why))
     return gaps

@@ -77,5 +77,9 @@ def test_loops_that_may_stop_early_or_run_a_runtime_count_stay_and_are_named():
 def test_more_trips_than_max_unroll_stay():
     # (tract has Scan, which takes them: tests/passes/test_loops_to_scans.py.)
     m = _append_loop(trips_value=4)
-    low = to_proto(lower_with_report(load_model(m), LowerOptions(target="onnx2torch", max_unroll=3))[0])
+    lowered, report = lower_with_report(load_model(m), LowerOptions(target="onnx2torch", max_unroll=3))
+    low = to_proto(lowered)
     assert "Loop" in ops_of(low)
+    (why,) = report.kept_loops.values()
+    assert why == "it cannot be unrolled: its 4 trips are more than --max-unroll (3)"
+    assert [g.why for g in target_gaps(low, load_target("onnx2torch"), report.kept_loops)] == [f"onnx2torch has no Loop, and {why}"]
