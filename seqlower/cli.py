@@ -421,8 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output model (written atomically)")
     p.add_argument("--report", metavar="R.json", help="write every rewrite and every op left, with the reason")
     p.add_argument("--max-unroll", type=_nonneg_int, default=DEFAULT_MAX_UNROLL, metavar="N",
-                   help=f"longest sequence lowered to one value per element; longer ones and those known"
-                        f" only at run time become Flat tensors (default: {DEFAULT_MAX_UNROLL})")
+                   help=f"longest sequence lowered to one value per element (longer ones and those known"
+                        f" only at run time become packed or Flat tensors), and most trips of a Loop unrolled"
+                        f" for a --target without Loop (default: {DEFAULT_MAX_UNROLL})")
     p.add_argument("--verify", action="store_true", help="run both models and write only if they agree")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when anything stays that the --target cannot run: a sequence, or an op it"

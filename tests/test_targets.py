@@ -108,3 +108,18 @@ def test_every_fixture_lowers_for_every_target_or_the_report_names_each_node_and
         assert not any(kept.values())
     else:
         assert all(w.startswith("Loop node") for ws in kept.values() for w in ws)
+
+
+def test_lower_for_a_target_says_why_a_loop_stays(capsys, tmp_path):
+    from tests.helpers import growing_loop_model
+
+    src, dst = tmp_path / "grow.onnx", tmp_path / "grow.tract.onnx"
+    onnx.save(growing_loop_model(), src)
+    code, out, _ = cli(capsys, "lower", src, "-o", dst, "--target", "tract", "--strict", "--report", tmp_path / "r.json")
+    assert code == 1 and dst.exists()
+    assert ("Loop node 'grow'  in main: tract has no Loop, and it cannot be a Scan: the tensor it carries ('f_in') "
+            "is not proven to keep one shape across iterations (it may grow), and a Scan state must") in out
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["kept_loops"] == {"Loop node 'grow'": doc["target"]["gaps"][0]["why"].split(", and ", 1)[1]}
+    code, out, _ = cli(capsys, "check", dst, "--target", "tract")
+    assert code == 1 and "Loop node 'grow'" in out
