@@ -46,8 +46,15 @@ def _lower(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     steps = o.op("Range", [o.scalar(0), n, o.scalar(1)], f"{name}_steps", dtype=INT64)
     i = o.unsqueeze(steps, [1], f"{name}_i")  # rows: the output step
     j = o.unsqueeze(steps, [0], f"{name}_j")  # columns: the input step
-    compare = {(0, 0): "LessOrEqual", (1, 0): "Less", (0, 1): "GreaterOrEqual", (1, 1): "Greater"}[(exclusive, reverse)]
-    mask = o.op(compare, [j, i], f"{name}_mask", dtype=ir.DataType.BOOL)
+    if scope.opset >= 12:
+        compare = {(0, 0): "LessOrEqual", (1, 0): "Less", (0, 1): "GreaterOrEqual", (1, 1): "Greater"}[(exclusive, reverse)]
+        mask = o.op(compare, [j, i], f"{name}_mask", dtype=ir.DataType.BOOL)
+    else:
+        # Opset 11 has no LessOrEqual / GreaterOrEqual: j <= i is not (j > i).
+        strict = {(0, 0): "Greater", (1, 0): "Less", (0, 1): "Less", (1, 1): "Greater"}[(exclusive, reverse)]
+        mask = o.op(strict, [j, i], f"{name}_strict", dtype=ir.DataType.BOOL)
+        if not exclusive:
+            mask = o.op("Not", [mask], f"{name}_mask", dtype=ir.DataType.BOOL)
     rows = o.unsqueeze(moved, [rank - 1], f"{name}_rows")  # [..., 1, n] against [n, n]
     zero = o.b.zeros(x.dtype, (), f"{name}_zero") if x.dtype is not None else None
     assert zero is not None

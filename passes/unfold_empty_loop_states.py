@@ -9,8 +9,9 @@ empty tensor built by an ``Expand`` whose shape depends on the Loop's run-time t
 converts: ``shape + max(min(M, 0), 0)``, which is the constant shape for every ``M``
 (a while loop's condition, cast to 0 or 1, serves when there is no run-time ``M``).
 
-A Loop whose trip count and condition are both constants is left as it is: OpenVINO
-folds anything built from them.
+A Loop whose trip count and condition are both constants has nothing run-time to build
+the shape from (OpenVINO folds anything built from constants): the pipeline unrolls it
+for OpenVINO instead, within ``--max-unroll`` (``has_constant_empty_state``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from passes._tensor_ops import INT64, Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 
-__all__ = ["UnfoldEmptyLoopStatesPass"]
+__all__ = ["UnfoldEmptyLoopStatesPass", "has_constant_empty_state"]
 
 
 class UnfoldEmptyLoopStatesPass(ir.passes.InPlacePass):
@@ -58,6 +59,17 @@ def _unfold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str
         fill = o.b.constant(np.zeros((), v.dtype.numpy()), f"{v.name or base}_fill")
         node.replace_input_with(k, o.op("Expand", [fill, shape], f"{v.name or base}_run_time_empty", dtype=v.dtype, shape=dims))
     return "tensor ops", f"empty initial state{'s' if len(slots) > 1 else ''} given a run-time shape (OpenVINO)"
+
+
+def has_constant_empty_state(node: ir.Node) -> bool:
+    """A Loop with a zero-size constant state and nothing run-time to build one from
+    (OpenVINO gets such a Loop unrolled, within --max-unroll)."""
+    if node.op_type != "Loop" or not is_default_domain(node) or len(node.inputs) < 3:
+        return False
+    memo: dict[ir.Value, bool] = {}
+    if any(v is not None and not _foldable(v, memo) for v in node.inputs[:2]):
+        return False
+    return any(v is not None and _empty(v) and _foldable(v, memo) for v in node.inputs[2:])
 
 
 def _empty(v: ir.Value) -> bool:

@@ -13,6 +13,8 @@ run a run-time number of times stay, and ``check --target`` names them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -26,20 +28,24 @@ __all__ = ["UnrollLoopsPass"]
 
 
 class UnrollLoopsPass(ir.passes.InPlacePass):
-    def __init__(self, max_unroll: int = 64) -> None:
+    def __init__(self, max_unroll: int = 64, select: Callable[[ir.Node], bool] | None = None) -> None:
         super().__init__()
         self.max_unroll = max_unroll
+        # Only the Loops this admits (a target quirk), and then no reasons are recorded.
+        self.select = select
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.reasons: dict[str, str] = model.meta.setdefault(LOOP_REASONS_KEY, {})
         return rewrite_each_node(model, self._rewrite)
 
     def _rewrite(self, node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+        if self.select is not None and (node.op_type != "Loop" or not self.select(node)):
+            return None
         trips = self._trips(node)
-        if isinstance(trips, str):
+        if isinstance(trips, str) and self.select is None:
             self.reasons[node_label(node)] = f"it cannot be unrolled: {trips}"
             return None
-        if trips is None:
+        if trips is None or isinstance(trips, str):
             return None
         _unroll(node, trips, Ops(scope.builder(node, names)), scope, names)
         scope.graph.remove(node, safe=True)

@@ -104,9 +104,9 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     )
     final: list[ir.passes.PassBase] = []
     if "empty-constant-loop-state" in dict(target.quirks):
-        from passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass
+        from passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 
-        final.append(UnfoldEmptyLoopStatesPass())
+        final += [UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state), UnfoldEmptyLoopStatesPass()]
     if "loop-assumes-an-iteration" in dict(target.quirks):
         from passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 

@@ -74,7 +74,7 @@ def run_onnx2torch(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict
 
     module = onnx2torch.convert(proto)
     with torch.no_grad():
-        out = module(*[torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in _inputs(proto)])
+        out = module(*[torch.from_numpy(np.asarray(feeds[n], order="C")) for n in _inputs(proto)])
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     return {o.name: np.asarray(v.numpy()) for o, v in zip(proto.graph.output, outs)}
 
@@ -89,7 +89,7 @@ def run_tinygrad(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[s
         f.write(proto.SerializeToString())
         f.flush()
         runner = OnnxRunner(f.name)
-    out = runner({n: np.ascontiguousarray(feeds[n]) for n in _inputs(proto)})
+    out = runner({n: np.asarray(feeds[n], order="C") for n in _inputs(proto)})
     return {k: np.asarray(v.numpy()) for k, v in out.items()}
 
 
@@ -104,7 +104,7 @@ def run_tvm(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, n
     mod = from_onnx(proto, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
     exe = tvm.compile(relax.get_pipeline("zero")(mod), target="llvm")
     vm = relax.VirtualMachine(exe, tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(feeds[n])) for n in names])
+    out = vm["main"](*[tvm.runtime.tensor(np.asarray(feeds[n], order="C")) for n in names])
     outs = list(out) if isinstance(out, (tuple, list)) or type(out).__name__ == "Array" else [out]
     return {o.name: np.asarray(v.numpy()) for o, v in zip(proto.graph.output, outs)}
 

@@ -42,7 +42,15 @@ class _OpenVINO:
         if compiled is None:
             compiled = loaded["compiled"].pop((), None) or self.core.compile_model(loaded["model"], "CPU")
             loaded["compiled"][sig] = compiled
-        result = compiled({k: v for k, v in feeds.items()})
+        # By port, not by name: OpenVINO drops inputs nothing reads and can rename an input
+        # that feeds an output directly (quirk "input-renamed"); a port keeps every name.
+        request = {}
+        for port in compiled.inputs:
+            hit = next((n for n in names if n in port.get_names()), None)
+            if hit is None:
+                raise KeyError(f"no input fed for OpenVINO's input {sorted(port.get_names())}")
+            request[port] = feeds[hit]
+        result = compiled(request)
         # OpenVINO keeps the outputs in the model's order (it may rename them).
         return [np.asarray(result[o]) for o in compiled.outputs]
 
@@ -62,7 +70,8 @@ class _Tract:
 
     def run(self, loaded: Any, names: list[str], feeds: dict[str, Any]) -> list[Any]:
         # tract plans for concrete input shapes: one plan per shape signature.
-        arrays = [np.ascontiguousarray(feeds[n]) for n in names]
+        # (not np.ascontiguousarray: it turns a scalar into a [1] array)
+        arrays = [np.asarray(feeds[n], order="C") for n in names]
         sig = tuple((a.dtype.str, a.shape) for a in arrays)
         plan = loaded["plans"].get(sig)
         if plan is None:
@@ -74,7 +83,17 @@ class _Tract:
                 model.set_input_fact(i, f"{dims},{_TRACT_TYPES[a.dtype]}" if dims else _TRACT_TYPES[a.dtype])
             plan = model.into_model().into_runnable()
             loaded["plans"][sig] = plan
-        return [r.to_numpy() for r in plan.run(arrays)]
+        return [self._numpy(r) for r in plan.run(arrays)]
+
+    def _numpy(self, r: Any) -> np.ndarray:
+        # tract types a shape-derived integer as TDim, which its Python API does not hand
+        # out (profile quirk "shape-output"); converted to int64 it is the same numbers.
+        try:
+            return r.to_numpy()
+        except self.tract.TractError as e:
+            if "TDim" not in str(e):
+                raise
+            return r.convert_to(self.tract.DatumType.I64).to_numpy()
 
 
 def main() -> None:
