@@ -177,3 +177,21 @@ def test_nested_loops_both_become_scans_but_not_for_tract():
     assert ops_of(nested).count("Scan") == 2 and "Loop" not in ops_of(nested)
     rep = verify(m, nested, inputs=feeds, backend="reference", lowered_backend="onnxruntime")
     assert rep.equivalent, rep.to_json()
+
+
+def test_a_sequence_map_whose_body_does_not_batch_becomes_a_scan_that_tract_runs():
+    # Stacked elements (x's rows) mapped by a body with a Gather (which the batched map
+    # does not take): a Loop with scan outputs, then a Scan for tract.
+    map_body = body([helper.make_node("Gather", ["e", "picks"], ["picked"], axis=0),
+                     helper.make_node("Mul", ["picked", "scale"], ["out"])],
+                    [t("e", FLOAT, ["w"]), t("scale", FLOAT, [])], [t("out", FLOAT, [2])],
+                    initializer=[const("picks", np.array([2, 0], np.int64))])
+    m = model([helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+               helper.make_node("SequenceMap", ["rows", "k"], ["mapped"], body=map_body),
+               helper.make_node("ConcatFromSequence", ["mapped"], ["y"], axis=0, new_axis=1)],
+              [t("x", FLOAT, ["n", 3]), t("k", FLOAT, [])], [t("y", FLOAT, [None, 2])])
+    feeds = [{"x": np.arange(3 * n, dtype=np.float32).reshape(n, 3), "k": np.array(2, np.float32)} for n in (4, 1, 0)]
+    low, report = lower_checked(m, inputs=feeds, target="tract")
+    assert "Scan" in ops_of(low) and "Loop" not in ops_of(low)
+    assert any(r["into"] == "Scan" for r in report.rewrites)
+    _on_tract(m, low, feeds)
