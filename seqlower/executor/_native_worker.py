@@ -32,16 +32,31 @@ class _OpenVINO:
 
     def load(self, data: bytes) -> Any:
         model = self.core.read_model(model=data)
-        return {"model": model, "compiled": {(): self.core.compile_model(model, "CPU")}}
+        loaded: dict[str, Any] = {"data": data, "compiled": {}, "dynamic": None, "why": ""}
+        try:
+            loaded["dynamic"] = self.core.compile_model(model, "CPU")
+        except RuntimeError as e:
+            # Its CPU plugin fails some dynamic-shape models that it compiles for concrete
+            # shapes (quirk "dynamic-compile"): run() compiles per input shapes then.
+            loaded["why"] = " ".join(str(e).split())[-120:]
+        return loaded
 
-    def run(self, loaded: Any, names: list[str], feeds: dict[str, Any]) -> list[Any]:
+    def run(self, loaded: Any, names: list[str], feeds: dict[str, Any]) -> tuple[list[Any], list[str]]:
         # One compiled model per input shape signature: a compiled model with nested
         # Loops keeps state from a run with other shapes (quirk "stale-state-across-shapes").
         sig = tuple((n, np.shape(feeds[n])) for n in names)
+        notes = []
         compiled = loaded["compiled"].get(sig)
         if compiled is None:
-            compiled = loaded["compiled"].pop((), None) or self.core.compile_model(loaded["model"], "CPU")
+            if loaded["dynamic"] is not None:
+                compiled, loaded["dynamic"] = loaded["dynamic"], None
+            elif loaded["why"]:
+                compiled = self._static(loaded["data"], names, feeds)
+            else:
+                compiled = self.core.compile_model(self.core.read_model(model=loaded["data"]), "CPU")
             loaded["compiled"][sig] = compiled
+        if loaded["why"]:
+            notes.append(f"OpenVINO did not compile the model for dynamic shapes ({loaded['why']}); compiled for these input shapes")
         # By port, not by name: OpenVINO drops inputs nothing reads and can rename an input
         # that feeds an output directly (quirk "input-renamed"); a port keeps every name.
         request = {}
@@ -52,7 +67,17 @@ class _OpenVINO:
             request[port] = feeds[hit]
         result = compiled(request)
         # OpenVINO keeps the outputs in the model's order (it may rename them).
-        return [np.asarray(result[o]) for o in compiled.outputs]
+        return [np.asarray(result[o]) for o in compiled.outputs], notes
+
+    def _static(self, data: bytes, names: list[str], feeds: dict[str, Any]) -> Any:
+        model = self.core.read_model(model=data)
+        shapes = {}
+        for port in model.inputs:
+            hit = next((n for n in names if n in port.get_names()), None)
+            if hit is not None:
+                shapes[port] = list(np.shape(feeds[hit]))
+        model.reshape(shapes)
+        return self.core.compile_model(model, "CPU")
 
 
 class _Tract:

@@ -139,11 +139,12 @@ def serve(
     out: BinaryIO,
     key_of: Callable[[dict], Any],
     load: Callable[[dict], tuple[Any, dict]],
-    run: Callable[[Any, dict], list],
+    run: Callable[[Any, dict], list | tuple[list, list[str]]],
     error_lines: int = 1,
 ) -> None:
     """Answer load and run messages until the parent closes the pipe: ``load`` gives a
-    runnable and the reply fields, cached by ``key_of``; ``run`` gives the outputs.
+    runnable and the reply fields, cached by ``key_of``; ``run`` gives the outputs (and
+    notes on how it ran them).
     An exception is reported to the parent, which raises ExecutionError."""
     loaded: dict[Any, tuple[Any, dict]] = {}
     while True:
@@ -160,7 +161,9 @@ def serve(
             elif key not in loaded:
                 write_msg(out, {"ok": False, "missing": True, "error": "model not loaded"})
             else:
-                write_msg(out, {"ok": True, "outputs": run(loaded[key][0], msg)})
+                ran = run(loaded[key][0], msg)
+                outputs, notes = ran if isinstance(ran, tuple) else (ran, [])
+                write_msg(out, {"ok": True, "outputs": outputs, "notes": notes})
         except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
             text = str(e).split("Stack backtrace:")[0]  # tract appends its Rust stack
             lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

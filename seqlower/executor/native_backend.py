@@ -49,4 +49,5 @@ class NativeBackend:
             reply = _worker(self.name).call(msg)
         if not reply["ok"]:
             raise ExecutionError(f"{self.name} failed: {reply['error']}")
+        self.run_notes: list[str] = reply.get("notes", [])
         return reply["outputs"]

@@ -108,4 +108,4 @@ class Executor:
                 outputs[port.name] = self.abi.outputs[port.name].unpack(by_name)
             else:
                 outputs[port.name] = by_name[port.name]
-        return RunResult(outputs, self._load_notes + self.config.notes[before:])
+        return RunResult(outputs, self._load_notes + self.config.notes[before:] + list(getattr(self._backend, "run_notes", [])))

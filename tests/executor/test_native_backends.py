@@ -22,10 +22,11 @@ from tests.test_pipeline_backend_cases import CASES
 NATIVE = ("openvino", "tract")
 
 # Lowered exported fixtures OpenVINO 2026.4 does not run on every stored case, and why.
-OPENVINO_GAPS = {
-    # The frontend converts it (its empty states get run-time shapes); the CPU plugin
-    # then fails to compile it with "unordered_map::at".
-    "dynamo_embedding_bag_opset18": "the CPU plugin fails to compile the while loop with nested Ifs (unordered_map::at)",
+OPENVINO_GAPS: dict[str, str] = {}
+# Lowered fixtures its CPU plugin compiles only for concrete input shapes (the executor
+# then compiles per input shapes, and says so): quirk "dynamic-compile".
+OPENVINO_STATIC = {
+    "dynamo_embedding_bag_opset18": "the dynamic while loop with nested Ifs fails to compile (unordered_map::at)",
 }
 # tract 0.23.9 runs these lowered fixtures (their Loops over a dim became Scans); the
 # others fail in its analysis: a Loop carrying a list that grows (no Scan can carry it),
@@ -69,12 +70,15 @@ def test_tract_returns_a_shape_output_through_the_executor():
     assert out.dtype == np.int64 and out.tolist() == [3]
 
 
-def _runs_every_case(low: onnx.ModelProto, backend: str, path: Path) -> bool:
+def _runs_every_case(low: onnx.ModelProto, backend: str, path: Path, notes: list[str] | None = None) -> bool:
     for feeds, expected in load_cases(path):
         try:
-            out = Executor(low, backend=backend).run(feeds).outputs
+            result = Executor(low, backend=backend).run(feeds)
         except Exception:  # noqa: BLE001 - any failure of the runtime is a gap
             return False
+        out = result.outputs
+        if notes is not None:
+            notes += result.notes
         if not all(out[k].shape == v.shape and np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in expected.items()):
             return False
     return True
@@ -83,7 +87,10 @@ def _runs_every_case(low: onnx.ModelProto, backend: str, path: Path) -> bool:
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
 def test_openvino_runs_the_lowered_fixtures_but_the_listed_gaps(path):
     low = to_proto(lower_with_report(load_model(onnx.load(path)), LowerOptions(target="openvino"))[0])
-    assert _runs_every_case(low, "openvino", path) == (path.stem not in OPENVINO_GAPS), OPENVINO_GAPS.get(path.stem, "now runs")
+    notes: list[str] = []
+    assert _runs_every_case(low, "openvino", path, notes) == (path.stem not in OPENVINO_GAPS), OPENVINO_GAPS.get(path.stem, "now runs")
+    static = any("did not compile the model for dynamic shapes" in n for n in notes)
+    assert static == (path.stem in OPENVINO_STATIC), OPENVINO_STATIC.get(path.stem, notes)
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
