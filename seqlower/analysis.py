@@ -249,8 +249,14 @@ def const_position(v: ir.Value | None, node: ir.Node, what: str = "position") ->
     return int(a.reshape(()))
 
 
+# A static length past this is treated as known only at run time: the analysis lists
+# one entry per element, and a declared dim of 2**62 must not make it allocate that.
+STATIC_LENGTH_LIMIT = 1 << 20
+
+
 def split_sizes(node: ir.Node, dim: int | None, split: np.ndarray | None, has_split: bool) -> list[int] | None:
-    """Chunk sizes of SplitToSequence when they are known at compile time."""
+    """Chunk sizes of SplitToSequence when they are known at compile time (and number
+    at most ``STATIC_LENGTH_LIMIT``)."""
     if has_split and split is None:
         return None
     if split is not None:
@@ -260,7 +266,7 @@ def split_sizes(node: ir.Node, dim: int | None, split: np.ndarray | None, has_sp
             k = int(split)
             if k <= 0:
                 raise ModelError(f"{node_label(node)}: scalar split must be positive, got {k}")
-            if dim is None:
+            if dim is None or dim // k > STATIC_LENGTH_LIMIT:
                 return None
             return [k] * (dim // k) + ([dim % k] if dim % k else [])
         if split.ndim != 1:
@@ -271,7 +277,7 @@ def split_sizes(node: ir.Node, dim: int | None, split: np.ndarray | None, has_sp
         if dim is not None and sum(sizes) != dim:
             raise ModelError(f"{node_label(node)}: split {sizes} sums to {sum(sizes)} but the dimension is {dim}")
         return sizes
-    return None if dim is None else [1] * dim
+    return None if dim is None or dim > STATIC_LENGTH_LIMIT else [1] * dim
 
 
 def _int_attr(node: ir.Node, name: str, default: int | None) -> int | None:

@@ -298,10 +298,21 @@ def _cmd_lower(args: argparse.Namespace) -> int:
     doc["target"] = {"name": target.name, "gaps": [g.to_json() for g in gaps]}
     if verdict is not None:
         doc["verify"] = verdict.to_json()
-    if verdict is None or verdict.equivalent:
-        save_model(lowered, dst)
-    if args.report:
-        _write_text_atomically(Path(args.report), json.dumps(doc, indent=2) + "\n")
+    # The report is staged first and committed after the model: a report that cannot be
+    # written leaves no model behind, and a model that cannot be written no report.
+    staged = _stage_text(Path(args.report), json.dumps(doc, indent=2) + "\n") if args.report else None
+    existed = dst.exists()
+    try:
+        if verdict is None or verdict.equivalent:
+            save_model(lowered, dst)
+        if staged is not None:
+            _commit_text(Path(args.report), staged)
+    except BaseException:
+        if staged is not None:
+            _unlink_quietly(staged)
+        if not existed and (verdict is None or verdict.equivalent):
+            _unlink_quietly(dst)
+        raise
     _print_lower(report, verdict, src, dst)
     if verdict is not None and not verdict.equivalent:
         return EXIT_FAIL
@@ -343,14 +354,37 @@ def _print_lower(report: Any, verdict: Any, src: Path, dst: Path) -> None:
 
 
 def _write_text_atomically(path: Path, text: str) -> None:
+    _commit_text(path, _stage_text(path, text))
+
+
+def _stage_text(path: Path, text: str) -> str:
+    """``text`` in a temporary file beside ``path`` (its name), to be committed later."""
     folder = path.parent if str(path.parent) else Path(".")
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        return tmp
+    except OSError as e:
+        if tmp is not None:
+            _unlink_quietly(tmp)
+        raise SeqlowerError(f"{path}: cannot write the report ({e.strerror or e})") from None
+
+
+def _commit_text(path: Path, tmp: str) -> None:
+    try:
         os.replace(tmp, path)
     except OSError as e:
+        _unlink_quietly(tmp)
         raise SeqlowerError(f"{path}: cannot write the report ({e.strerror or e})") from None
+
+
+def _unlink_quietly(p: str | Path) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
 
 
 # -- demo ---------------------------------------------------------------------------------

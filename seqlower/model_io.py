@@ -10,6 +10,7 @@ is complete, so a failed or interrupted write never leaves half a model behind.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -103,6 +104,30 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: st
                 f"{where}: external data file {location!r} is truncated "
                 f"(needs bytes {offset}..{offset + (length or 0)}, file has {size})"
             )
+        need = _data_bytes(tensor)
+        if need is not None and length is not None and length != need:
+            raise ModelError(f"{where}: external data length {length} does not fit its shape {list(tensor.dims)} ({need} bytes)")
+        if need is not None and offset + need > size:
+            raise ModelError(
+                f"{where}: external data file {location!r} is truncated "
+                f"(the tensor needs bytes {offset}..{offset + need}, file has {size})"
+            )
+
+
+_PACKED_4BIT = {onnx.TensorProto.INT4, onnx.TensorProto.UINT4, getattr(onnx.TensorProto, "FLOAT4E2M1", -1)}
+
+
+def _data_bytes(tensor: onnx.TensorProto) -> int | None:
+    """How many bytes a tensor's raw data takes (None: a type without a fixed size)."""
+    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    count = math.prod(tensor.dims)
+    if tensor.data_type in _PACKED_4BIT:
+        return (count + 1) // 2
+    try:
+        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def read_model_proto(
@@ -209,8 +234,11 @@ def save_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> No
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ModelError(f"{path}: output folder {str(folder)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    os.close(fd)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot write ({e.strerror or e})") from None
     try:
         if isinstance(model, ir.Model) and (_has_external(model) or _initializer_bytes(model) > PROTOBUF_LIMIT):
             data_name = path.name + ".data"

@@ -178,6 +178,11 @@ def _synth(tp: onnx.TypeProto, rng, dims, seq_len, default_dim, name) -> Any:
     raise InputError(f"cannot synthesize input {name!r} of type {kind}")
 
 
+# Made-up sample inputs stay below this many elements each (a hostile model may declare
+# a dim of 2**62).
+MAX_SYNTH_ELEMENTS = 1 << 26
+
+
 def _synth_tensor(tt: onnx.TypeProto.Tensor, rng, dims, default_dim, name) -> np.ndarray:
     if not tt.elem_type:
         raise InputError(f"input {name!r} declares no element type; give inputs with --inputs")
@@ -191,6 +196,9 @@ def _synth_tensor(tt: onnx.TypeProto.Tensor, rng, dims, default_dim, name) -> np
             shape.append(default_dim)
     dtype = np_dtype(tt.elem_type)
     size = math.prod(shape)
+    if size > MAX_SYNTH_ELEMENTS:
+        raise InputError(f"input {name!r} declares shape {shape} ({size} elements): too large to make up samples for;"
+                         " give smaller dims with --dim NAME=N or inputs with --inputs")
     if tt.elem_type == onnx.TensorProto.STRING:
         alphabet = np.array(list("abcxyz"))
         return np.array(["".join(rng.choice(alphabet, rng.integers(0, 4))) for _ in range(size)], dtype=object).reshape(shape)
