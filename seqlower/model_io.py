@@ -163,7 +163,11 @@ def read_model_proto(
         try:
             proto.ParseFromString(data)
         except (DecodeError, RuntimeError, ValueError) as e:
-            raise ModelError(f"{label}: not an ONNX model (protobuf parse failed: {str(e).splitlines()[0]})") from None
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if "MaxDepth" in first:
+                raise ModelError(f"{label}: nested too deeply to read (protobuf reads 100 message levels: about 30"
+                                 " levels of subgraphs)") from None
+            raise ModelError(f"{label}: not an ONNX model (protobuf parse failed: {first})") from None
     if not proto.HasField("graph"):
         raise ModelError(f"{label}: not an ONNX model (no graph)")
     if proto.ir_version <= 0:

@@ -125,8 +125,34 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     return [rounds, *final]
 
 
+# Deeper subgraph nesting than this cannot be written and read back: protobuf's parser
+# stops at 100 message levels, three per subgraph. Checked without recursion, so an
+# ir.Model nested thousands deep gets this error rather than Python's recursion limit.
+MAX_SUBGRAPH_DEPTH = 31
+
+
+def check_nesting(model: ir.Model) -> None:
+    """Refuse subgraphs nested deeper than ``MAX_SUBGRAPH_DEPTH``, naming the outermost
+    node of the nest."""
+    stack: list[tuple[ir.Graph | ir.Function, int, str | None]] = [
+        (model.graph, 0, None), *((f, 0, None) for f in model.functions.values())]
+    while stack:
+        graph, depth, root = stack.pop()
+        for node in graph:
+            for attr in node.attributes.values():
+                subs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else (
+                    list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else [])
+                for sub in subs:
+                    where = root or node_label(node)
+                    if depth + 1 > MAX_SUBGRAPH_DEPTH:
+                        raise ModelError(f"{where}: subgraphs nested more than {MAX_SUBGRAPH_DEPTH} levels deep;"
+                                         " an ONNX file cannot hold that (protobuf reads 100 message levels)")
+                    stack.append((sub, depth + 1, where))
+
+
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
     options = options or LowerOptions()
+    check_nesting(model)
     from passes._rewrite import NOTES_KEY, REPORT_KEY  # passes import seqlower: import them late
 
     report = LowerReport()
@@ -212,6 +238,7 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
     from passes.infer_sequence_shapes import InferSequenceShapesPass
 
     options = options or LowerOptions()
+    check_nesting(model)
     model = _run_passes([InferSequenceShapesPass(options.keepdims_policy)], model)
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     webs = {id(w): i for i, w in enumerate(analysis.webs)}

@@ -84,7 +84,7 @@ HOSTILE = {
                        "com.nowhere"),
     "missing_subgraph": (_m([helper.make_node("SequenceMap", ["s"], ["o"])], [seq("s", FLOAT, [2])], [seq("o", FLOAT, [2])]),
                          "'body' is missing"),
-    "nested_3000_deep": (_nested_ifs(3000), "not an ONNX model"),
+    "nested_3000_deep": (_nested_ifs(3000), "nested too deeply to read"),
     "position_out_of_range": (_m([helper.make_node("SplitToSequence", ["x"], ["s"], axis=0), helper.make_node("SequenceAt", ["s", "p"], ["y"])],
                                  [t("x", FLOAT, [4, 2])], [t("y", FLOAT, [1, 2])], initializer=[const("p", 7, np.int64)]),
                               "SequenceAt node (output 'y'): position 7 is out of range"),
@@ -200,3 +200,35 @@ def test_a_write_interrupted_midway_leaves_no_output(tmp_path, capsys, monkeypat
     assert main(["lower", str(src), "-o", str(tmp_path / "out.onnx")]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.onnx"]
+
+
+def _nested_ir(depth: int):
+    """An onnx_ir model ``depth`` If levels deep, built without protobuf (so deeper
+    than any file can be)."""
+    import onnx_ir as ir
+
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))
+    c = ir.Value(name="c", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+
+    def identity(name: str) -> ir.Graph:
+        n = ir.Node("", "Identity", [x], num_outputs=1)
+        n.outputs[0].name = name
+        return ir.Graph([], [n.outputs[0]], nodes=[n], name=f"{name}_graph")
+
+    g = identity("r0")
+    for d in range(depth):
+        n = ir.Node("", "If", [c], [ir.AttrGraph("then_branch", g), ir.AttrGraph("else_branch", identity(f"e{d}"))], num_outputs=1)
+        n.outputs[0].name = f"r{d + 1}"
+        g = ir.Graph([], [n.outputs[0]], nodes=[n], name=f"g{d}")
+    top = ir.Node("", "If", [c], [ir.AttrGraph("then_branch", g), ir.AttrGraph("else_branch", identity("top"))], num_outputs=1, name="top")
+    top.outputs[0].name = "y"
+    return ir.Model(ir.Graph([x, c], [top.outputs[0]], nodes=[top], name="main", opset_imports={"": 17}), ir_version=8)
+
+
+def test_an_api_model_nested_past_what_a_file_holds_is_refused_without_recursion():
+    from seqlower.pipeline import MAX_SUBGRAPH_DEPTH
+
+    lower_with_report(_nested_ir(MAX_SUBGRAPH_DEPTH - 1), LowerOptions())  # as deep as a file can be
+    for depth in (MAX_SUBGRAPH_DEPTH, 5000):
+        with pytest.raises(SeqlowerError, match=f"If node 'top': subgraphs nested more than {MAX_SUBGRAPH_DEPTH} levels deep"):
+            lower_with_report(_nested_ir(depth), LowerOptions())
