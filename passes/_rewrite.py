@@ -16,7 +16,7 @@ from seqlower.builder import Builder, NameAuthority, default_opset
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "take_over", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
@@ -182,6 +182,15 @@ def take_over(old: ir.Value, new: ir.Value, graph: ir.Graph | ir.Function) -> No
         if v is old:
             outputs[i] = new
     ir.convenience.replace_all_uses_with(old, new)
+
+
+def note_max_unroll(model: ir.Model, webs: Sequence[object], into: str) -> None:
+    """Say in the report where --max-unroll stopped a one-value-per-element lowering."""
+    notes = model.meta.setdefault(NOTES_KEY, [])
+    for web in webs:
+        reason = getattr(web, "reason", None) or ""
+        if "--max-unroll" in reason:
+            notes.append(f"--max-unroll stopped unrolling: {reason}; lowered as {into} tensors instead")
 
 
 def write_abi(model: ir.Model, key: str, entries: list[dict]) -> None:

@@ -42,9 +42,10 @@ import onnx_ir as ir
 from passes._rewrite import (
     REPORT_KEY,
     Scope,
+    append_once,
     inline_map_body,
     map_loop_body,
-    append_once,
+    note_max_unroll,
     rebuild_node,
     replace_output,
     returned_by,
@@ -104,6 +105,7 @@ class LowerFlatSequencesPass(ir.passes.InPlacePass):
         analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed)
         if not any(w.flat for w in analysis.webs):
             return ir.passes.PassResult(model, False)
+        note_max_unroll(model, [w for w in analysis.webs if w.flat], "Flat")
         lw = _Lowerer(model, analysis, self.keepdims_policy)
         scopes = list(walk_scopes(model))
         lw.model_inputs(scopes[0])

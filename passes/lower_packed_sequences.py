@@ -25,11 +25,12 @@ import onnx_ir as ir
 from passes._rewrite import (
     REPORT_KEY,
     Scope,
+    append_once,
     inline_map_body,
     map_loop_body,
+    note_max_unroll,
     rebuild_node,
     replace_output,
-    append_once,
     returned_by,
     rewrite_record,
     sequence_abi_entry,
@@ -83,6 +84,7 @@ class LowerPackedSequencesPass(ir.passes.InPlacePass):
         analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed)
         if not any(w.packed for w in analysis.webs):
             return ir.passes.PassResult(model, False)
+        note_max_unroll(model, [w for w in analysis.webs if w.packed], "packed")
         lw = _Lowerer(model, analysis, self.keepdims_policy)
         scopes = list(walk_scopes(model))
         for scope in scopes:

@@ -281,6 +281,10 @@ def test_lower_past_max_unroll_goes_ragged_and_verifies(capsys, tmp_path, seq_mo
     assert any(r["op"] == "SequenceLength" and r["how"] == "folded" for r in doc["rewrites"])
     assert {r["op"] for r in doc["rewrites"] if r["into"] == "ragged"} == {
         "SplitToSequence", "SequenceInsert", "SequenceErase", "SequenceMap", "ConcatFromSequence"}
+    # The report and the output say where --max-unroll stopped the unrolled lowering.
+    stopped = [n for n in doc["notes"] if n.startswith("--max-unroll stopped unrolling: ")]
+    assert stopped and "more than --max-unroll 2; lowered as packed tensors instead" in stopped[0]
+    assert stopped[0] in out
     assert cli(capsys, "check", tmp_path / "o.onnx")[0] == 0
 
 
