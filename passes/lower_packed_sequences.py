@@ -415,6 +415,13 @@ def _sequence_at(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     ps = lw.seq(node.inputs[0])
     out = node.outputs[0]
     name = out.name or "at"
+    if ps.axis is None and ps.data.dtype == ir.DataType.STRING:
+        # onnxruntime 1.31's Gather copies one string per row of a string tensor (the rest
+        # come out empty): a row of strings is a Slice.
+        p1 = o.reshape(lw.normalise(ps, node.inputs[1], o, name), o.ints([1]), f"{name}_pos1")
+        row = o.slice(ps.data, p1, o.op("Add", [p1, o.ints([1])], f"{name}_next1"), [0], f"{name}_row")
+        lw.output(out, o.b.squeeze(row, [0], f"{name}_elem"), node, scope)
+        return "Slice"
     if ps.axis is None:
         # Gather takes negative indices itself.
         p = o.reshape(node.inputs[1], o.ints([]), f"{name}_pos")
@@ -681,7 +688,11 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             value_map[bi] = inp
             continue
         ps = lw.seq(inp)
-        if ps.axis is None:
+        if ps.axis is None and ps.data.dtype == ir.DataType.STRING:
+            # (a Slice, not Gather: see _sequence_at)
+            row = bo_ops.slice(ps.data, it1, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next"), [0], f"{bi.name or 'x'}_row")
+            value_map[bi] = loop_builder.squeeze(row, [0], f"{bi.name or 'x'}_elem")
+        elif ps.axis is None:
             value_map[bi] = bo_ops.op("Gather", [ps.data, it], f"{bi.name or 'x'}_elem", axis=0)
         else:
             bounds = lw.bounds(ps, o, f"{inp.name or 'seq'}_map")

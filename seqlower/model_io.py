@@ -20,7 +20,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from seqlower.errors import ModelError
+from seqlower.errors import ModelError, describe_node
 
 __all__ = [
     "ModelSource",
@@ -175,6 +175,8 @@ def read_model_proto(
     _check_external_data(proto, base_dir, label)
     if check:
         _run_checker(proto if base_dir is None else os.fspath(source), label)
+        _check_structure(proto, label)
+        _check_types(proto, label)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
@@ -194,6 +196,97 @@ def _run_checker(proto: onnx.ModelProto | str, label: str) -> None:
         raise ModelError(f"{label}: invalid model: {first}") from None
     except ValueError as e:  # protobuf size limits
         raise ModelError(f"{label}: invalid model: {str(e).splitlines()[0]}") from None
+
+
+def _check_types(proto: onnx.ModelProto, label: str) -> None:
+    """Type errors the plain checker does not look for (a node fed a sequence where it
+    takes a tensor). Not shapes: real exports declare shapes inference disagrees with."""
+    if proto.ByteSize() > PROTOBUF_LIMIT:
+        return  # too big to hand to inference in memory; the passes meet such errors later
+    try:
+        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=False)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid")
+        raise ModelError(f"{label}: invalid model: {first}") from None
+
+
+_DATA_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+# Integer attributes that are flags (0 or 1) in every op that has them.
+_FLAG_ATTRIBUTES = frozenset({"keepdims", "new_axis", "exclusive", "reverse", "noop_with_empty_axes", "allowzero",
+                              "select_last_index"})
+# Integer attributes that name an element type.
+_TYPE_ATTRIBUTES = {"Cast": "to", "SequenceEmpty": "dtype", "EyeLike": "dtype", "RandomNormal": "dtype",
+                    "RandomUniform": "dtype", "RandomNormalLike": "dtype", "RandomUniformLike": "dtype",
+                    "Multinomial": "dtype", "Bernoulli": "dtype"}
+
+
+def _check_structure(proto: onnx.ModelProto, label: str) -> None:
+    """What onnx's checker lets through and would fail later, deep inside a pass or the
+    writer: text that is not UTF-8, element types that do not exist, raw tensor data of
+    the wrong length, a Constant without its value. Iterative, like the checker's walk."""
+
+    def text(s: str | bytes, what: str) -> None:
+        # protobuf hands out a proto2 string that is not UTF-8 as bytes (or with
+        # surrogates); onnx_ir and the writer fail on it later.
+        try:
+            s.decode("utf-8") if isinstance(s, bytes) else s.encode("utf-8")
+        except UnicodeError:
+            raise ModelError(f"{label}: {what} is not UTF-8 text") from None
+
+    def type_of(tp: onnx.TypeProto, where: str) -> None:
+        while True:
+            kind = tp.WhichOneof("value")
+            if kind == "tensor_type":
+                if tp.tensor_type.elem_type and tp.tensor_type.elem_type not in _DATA_TYPES:
+                    raise ModelError(f"{label}: {where} has element type {tp.tensor_type.elem_type}, which does not exist")
+                return
+            if kind == "sequence_type":
+                tp = tp.sequence_type.elem_type
+            elif kind == "optional_type":
+                tp = tp.optional_type.elem_type
+            else:
+                return
+
+    for tensor in iter_tensor_protos(proto):
+        text(tensor.name, "a tensor name")
+        if tensor.data_type not in _DATA_TYPES:
+            raise ModelError(f"{label}: tensor {tensor.name!r} has element type {tensor.data_type}, which does not exist")
+        if any(d < 0 for d in tensor.dims):
+            raise ModelError(f"{label}: tensor {tensor.name!r} has a negative dim {list(tensor.dims)}")
+        need = _data_bytes(tensor)
+        if tensor.HasField("raw_data") and need is not None and len(tensor.raw_data) != need:
+            raise ModelError(f"{label}: tensor {tensor.name!r} holds {len(tensor.raw_data)} bytes of data; "
+                             f"its shape {list(tensor.dims)} needs {need}")
+    graphs: list[onnx.GraphProto] = [proto.graph]
+    node_lists = [f.node for f in proto.functions]
+    while graphs or node_lists:
+        if graphs:
+            g = graphs.pop()
+            text(g.name, "a graph name")
+            for v in [*g.input, *g.output, *g.value_info]:
+                text(v.name, "a value name")
+                type_of(v.type, f"value {v.name!r}")
+            node_lists.append(g.node)
+            continue
+        for node in node_lists.pop():
+            for t in [node.name, node.op_type, node.domain, *node.input, *node.output]:
+                text(t, f"a name in a {node.op_type!r} node")
+            where = describe_node(node.op_type, node.name, list(node.output))
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) != 1:
+                raise ModelError(f"{label}: {where} has {len(node.attribute)} attributes; a Constant has exactly one")
+            type_attr = _TYPE_ATTRIBUTES.get(node.op_type)
+            for attr in node.attribute:
+                if attr.name in _FLAG_ATTRIBUTES and attr.type == onnx.AttributeProto.INT and attr.i not in (0, 1):
+                    # Runtimes read these as "nonzero", onnx's inference as "== 1": they
+                    # would disagree on the shapes.
+                    raise ModelError(f"{label}: {where}: {attr.name}={attr.i}; it must be 0 or 1")
+                if attr.name == type_attr and attr.type == onnx.AttributeProto.INT and attr.i not in _DATA_TYPES:
+                    raise ModelError(f"{label}: {where}: {attr.name}={attr.i} is not an element type")
+                if attr.HasField("tp"):
+                    type_of(attr.tp, where)
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)
 
 
 def load_model(source: ModelSource | ir.Model, *, check: bool = True) -> ir.Model:

@@ -102,7 +102,10 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
         steps=MAX_ROUNDS,
         early_stop=True,
     )
-    final: list[ir.passes.PassBase] = []
+    from passes.carry_string_scans import CarryStringScansPass
+
+    # onnxruntime stacks string scan outputs wrong; every target gets them carried.
+    final: list[ir.passes.PassBase] = [CarryStringScansPass()]
     if "empty-constant-loop-state" in dict(target.quirks):
         from passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 

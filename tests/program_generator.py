@@ -1,8 +1,8 @@
 """Random sequence programs for property tests (tests/test_generated_programs.py) and
 the long run in tools/fuzz_programs.py.
 
-A program is a chain of sequence ops over a float input x [N, M] (dims symbolic in the
-model, concrete in the feeds) with run-time positions and split sizes as model inputs,
+A program is a chain of sequence ops over an input x [N, M] of one element type (float32,
+float16, int64, bool or string; dims symbolic in the model, concrete in the feeds) with run-time positions and split sizes as model inputs,
 segments wrapped in Loops (appends, erases) and Ifs (branches of different lengths), and
 outputs read back through SequenceAt / SequenceLength / ConcatFromSequence or returned
 as a sequence (the ABI). The generator executes the program on concrete sizes as it
@@ -18,7 +18,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+INT64, BOOL = TensorProto.INT64, TensorProto.BOOL
+ELEMENT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.BOOL, TensorProto.STRING)
 IR_FOR_OPSET = {13: 7, 17: 8, 18: 8, 26: 13}
 
 
@@ -28,6 +29,7 @@ class _State:
     current sequence value and the model being assembled."""
 
     family: str  # "rows": elements [r, M], concat axis 0; "cols": [N, c], concat axis 1
+    elem: int  # the element type of x and of every sequence
     n_rows: int
     m_cols: int
     shapes: list[tuple[int, int]]
@@ -54,7 +56,12 @@ class _State:
 
 
 def _x(state: _State) -> np.ndarray:
-    return (np.arange(state.n_rows * state.m_cols, dtype=np.float32).reshape(state.n_rows, state.m_cols) + 1)
+    values = np.arange(state.n_rows * state.m_cols).reshape(state.n_rows, state.m_cols) + 1
+    if state.elem == TensorProto.STRING:
+        return np.array([f"s{v}" for v in values.reshape(-1)], dtype=object).reshape(values.shape)
+    if state.elem == TensorProto.BOOL:
+        return values % 3 == 0
+    return values.astype(helper.tensor_dtype_to_np_dtype(state.elem))
 
 
 def generate(draw: Any) -> tuple[onnx.ModelProto, dict[str, Any]]:
@@ -63,8 +70,9 @@ def generate(draw: Any) -> tuple[onnx.ModelProto, dict[str, Any]]:
     opset = draw("choice", [13, 17, 18, 26])
     n_rows, m_cols = draw("int", 0, 4), draw("int", 1, 3)
     family = draw("choice", ["rows", "cols"])
-    st = _State(family, n_rows, m_cols, [], "")
-    st.inputs.append(helper.make_tensor_value_info("x", FLOAT, ["N", "M"]))
+    elem = draw("choice", list(ELEMENT_TYPES))
+    st = _State(family, elem, n_rows, m_cols, [], "")
+    st.inputs.append(helper.make_tensor_value_info("x", elem, ["N", "M"]))
     st.feeds["x"] = _x(st)
     _start(st, draw)
     for _ in range(draw("int", 1, 5)):
@@ -105,7 +113,7 @@ def _start(st: _State, draw: Any) -> None:
         st.nodes.append(helper.make_node("SequenceConstruct", ["x", "x"], [out]))
         st.shapes = [(n, m), (n, m)]
     else:
-        st.nodes.append(helper.make_node("SequenceEmpty", [], [out], dtype=FLOAT))
+        st.nodes.append(helper.make_node("SequenceEmpty", [], [out], dtype=st.elem))
         st.shapes = []
     st.seq = out
 
@@ -145,7 +153,7 @@ def _at(st: _State, draw: Any, opset: int) -> None:
     p = draw("int", -k, k - 1)
     out = st.fresh("at")
     st.nodes.append(helper.make_node("SequenceAt", [st.seq, st.runtime_int(p)], [out]))
-    st.outputs.append(helper.make_tensor_value_info(out, FLOAT, [None, None]))
+    st.outputs.append(helper.make_tensor_value_info(out, st.elem, [None, None]))
 
 
 def _length(st: _State, draw: Any, opset: int) -> None:
@@ -183,12 +191,12 @@ def _loop(st: _State, draw: Any, opset: int) -> None:
             helper.make_node(
                 "If", [even], [s_out],
                 then_branch=helper.make_graph([helper.make_node("SequenceInsert", [s_in, "x"], [then_out])], "then", [],
-                                              [helper.make_tensor_sequence_value_info(then_out, FLOAT, None)]),
+                                              [helper.make_tensor_sequence_value_info(then_out, st.elem, None)]),
                 # The else branch must still produce a sequence: insert then erase (a no-op).
                 else_branch=helper.make_graph(
                     [helper.make_node("SequenceInsert", [s_in, "x", pos], [else_out + "_tmp"]),
                      helper.make_node("SequenceErase", [else_out + "_tmp", pos], [else_out])],
-                    "else", [], [helper.make_tensor_sequence_value_info(else_out, FLOAT, None)]),
+                    "else", [], [helper.make_tensor_sequence_value_info(else_out, st.elem, None)]),
             ),
         ]
     if kind == "append_once":
@@ -198,8 +206,8 @@ def _loop(st: _State, draw: Any, opset: int) -> None:
     body = helper.make_graph(
         nodes, st.fresh("body"),
         [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),
-         helper.make_tensor_sequence_value_info(s_in, FLOAT, None)],
-        [helper.make_tensor_value_info(c_out, BOOL, []), helper.make_tensor_sequence_value_info(s_out, FLOAT, None),
+         helper.make_tensor_sequence_value_info(s_in, st.elem, None)],
+        [helper.make_tensor_value_info(c_out, BOOL, []), helper.make_tensor_sequence_value_info(s_out, st.elem, None),
          helper.make_tensor_value_info(n_out, INT64, [])],
     )
     out, lens = st.fresh("s"), st.fresh("lens")
@@ -224,13 +232,13 @@ def _if(st: _State, draw: Any, opset: int) -> None:
     pos = st.runtime_int(p)
     then_out, else_out = st.fresh("then"), st.fresh("else")
     then_g = helper.make_graph([helper.make_node("SequenceInsert", [st.seq, "x", pos], [then_out])], "then", [],
-                               [helper.make_tensor_sequence_value_info(then_out, FLOAT, None)])
+                               [helper.make_tensor_sequence_value_info(then_out, st.elem, None)])
     if k:
         else_g = helper.make_graph([helper.make_node("SequenceErase", [st.seq], [else_out])], "else", [],
-                                   [helper.make_tensor_sequence_value_info(else_out, FLOAT, None)])
+                                   [helper.make_tensor_sequence_value_info(else_out, st.elem, None)])
     else:
         else_g = helper.make_graph([helper.make_node("SequenceInsert", [st.seq, "x"], [else_out])], "else", [],
-                                   [helper.make_tensor_sequence_value_info(else_out, FLOAT, None)])
+                                   [helper.make_tensor_sequence_value_info(else_out, st.elem, None)])
     out = st.fresh("s")
     st.nodes.append(helper.make_node("If", [c], [out], then_branch=then_g, else_branch=else_g))
     if cond:
@@ -252,6 +260,6 @@ def _finish(st: _State, draw: Any) -> None:
             st.nodes.append(helper.make_node("ConcatFromSequence", [st.seq], [out], axis=draw("int", -3, 2), new_axis=1))
         else:
             st.nodes.append(helper.make_node("ConcatFromSequence", [st.seq], [out], axis=axis))
-        st.outputs.append(helper.make_tensor_value_info(out, FLOAT, [None] * (3 if stack else 2)))
+        st.outputs.append(helper.make_tensor_value_info(out, st.elem, [None] * (3 if stack else 2)))
     if draw("choice", [True, False]):
-        st.outputs.append(helper.make_tensor_sequence_value_info(st.seq, FLOAT, None))
+        st.outputs.append(helper.make_tensor_sequence_value_info(st.seq, st.elem, None))

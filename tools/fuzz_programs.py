@@ -1,13 +1,19 @@
-"""Long run of the random-program property test: generate N sequence programs (run-time
-positions, dynamic dims, Loops, Ifs), lower each and verify it on both backends.
+"""Long run of the random-program property test: generate sequence programs (run-time
+positions, dynamic dims, Loops, Ifs; opsets 13, 17, 18 and 26; float32, float16,
+int64, bool and string elements), lower each and verify it on both backends.
 
-    python tools/fuzz_programs.py [N] [SEED]
+    python tools/fuzz_programs.py [N] [SEED]      N programs from SEED (default 1000, 0)
+    python tools/fuzz_programs.py --long          4 seeds x 2500 programs (about 15 min)
+    python tools/fuzz_programs.py --long --seeds 0,100000 --per-seed 5000
 
-Prints one line per failure (with the seed that reproduces it) and a summary.
+Prints one line per failure with the seed that reproduces it, then the counts: programs,
+seeds, mismatches (a lowering that is not tensor-only or not equal on a backend) and
+crashes (an exception while lowering or verifying). Exit 1 when either is not zero.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import time
@@ -16,44 +22,76 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from onnx import TensorProto  # noqa: E402
+
 from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor.verify import verify  # noqa: E402
 from seqlower.inventory import take_inventory  # noqa: E402
 from seqlower.model_io import to_proto  # noqa: E402
 from tests.program_generator import generate  # noqa: E402
 
+LONG_SEEDS = (0, 1_000_000, 2_000_000, 3_000_000)
+LONG_PER_SEED = 2500
 
-def main() -> int:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    seed0 = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    failures, ops, reprs = 0, Counter(), Counter()
+
+def run_one(seed: int, tally: dict[str, Counter]) -> tuple[str, str] | None:
+    """Generate, lower and verify program ``seed``; None when it is right, else the
+    kind ("mismatch" or "crash") and what went wrong."""
+    rng = random.Random(seed)
+
+    def draw(kind, *args):
+        return rng.randint(args[0], args[1]) if kind == "int" else rng.choice(args[0])
+
+    m, feeds = generate(draw)
+    tally["opset"][m.opset_import[0].version] += 1
+    tally["element"][TensorProto.DataType.Name(m.graph.input[0].type.tensor_type.elem_type)] += 1
+    tally["op"].update(n.op_type for n in m.graph.node)
+    try:
+        low_ir, report = lower_with_report(load_model(m), LowerOptions())
+        tally["representation"].update({r["into"] for r in report.rewrites})
+        low = to_proto(low_ir)
+        problems = [] if take_inventory(low).clean else ["not tensor-only"]
+        for backend in ("reference", "onnxruntime"):
+            rep = verify(m, low, inputs=[feeds], backend=backend)
+            if not rep.equivalent:
+                problems.append(f"{backend}: not equivalent")
+    except Exception as e:  # noqa: BLE001 - a fuzzer reports every failure and goes on
+        return "crash", f"{type(e).__name__}: {e}"
+    return ("mismatch", "; ".join(problems)) if problems else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("count", nargs="?", type=int, default=1000, help="programs (one seed)")
+    p.add_argument("seed", nargs="?", type=int, default=0, help="first seed")
+    p.add_argument("--long", action="store_true", help=f"{len(LONG_SEEDS)} seeds x {LONG_PER_SEED} programs")
+    p.add_argument("--seeds", help="comma-separated first seeds (with --long)")
+    p.add_argument("--per-seed", type=int, default=LONG_PER_SEED, help="programs per seed (with --long)")
+    args = p.parse_args(argv)
+    if args.long:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(LONG_SEEDS)
+        runs = [(s, args.per_seed) for s in seeds]
+    else:
+        runs = [(args.seed, args.count)]
+    tally: dict[str, Counter] = {k: Counter() for k in ("opset", "element", "op", "representation")}
+    failures: Counter = Counter()
+    total = 0
     start = time.perf_counter()
-    for k in range(count):
-        rng = random.Random(seed0 + k)
-
-        def draw(kind, *args, rng=rng):
-            return rng.randint(args[0], args[1]) if kind == "int" else rng.choice(args[0])
-
-        m, feeds = generate(draw)
-        ops.update(n.op_type for n in m.graph.node)
-        try:
-            low_ir, report = lower_with_report(load_model(m), LowerOptions())
-            reprs.update({r["into"] for r in report.rewrites})
-            low = to_proto(low_ir)
-            problems = [] if take_inventory(low).clean else ["not tensor-only"]
-            for backend in ("reference", "onnxruntime"):
-                rep = verify(m, low, inputs=[feeds], backend=backend)
-                if not rep.equivalent:
-                    problems.append(f"{backend}: not equivalent")
-        except Exception as e:  # noqa: BLE001 - a fuzzer reports every failure and goes on
-            problems = [f"{type(e).__name__}: {e}"]
-        if problems:
-            failures += 1
-            print(f"seed {seed0 + k}: {'; '.join(problems)}")
+    for first, count in runs:
+        seed_failures = 0
+        for k in range(count):
+            outcome = run_one(first + k, tally)
+            total += 1
+            if outcome is not None:
+                failures[outcome[0]] += 1
+                seed_failures += 1
+                print(f"seed {first + k}: {outcome[0]}: {outcome[1]}", flush=True)
+        print(f"seeds {first}..{first + count - 1}: {count} programs, {seed_failures} failures", flush=True)
     elapsed = time.perf_counter() - start
-    print(f"{count} programs, {failures} failures, {elapsed:.1f} s ({1000 * elapsed / max(count, 1):.0f} ms each)")
-    print("top-level ops drawn:", dict(ops.most_common()))
-    print("programs using each representation:", dict(reprs.most_common()))
+    print(f"{total} programs over {len(runs)} seed(s): {failures['mismatch']} mismatches, {failures['crash']} crashes, "
+          f"{elapsed:.0f} s ({1000 * elapsed / max(total, 1):.0f} ms each)")
+    for key in ("opset", "element", "representation", "op"):
+        print(f"  {key}: {dict(sorted(tally[key].items(), key=lambda kv: -kv[1]))}")
     return 1 if failures else 0
 
 
