@@ -415,6 +415,7 @@ class _Analyzer:
         if not is_default_domain(node):
             self._opaque(node, label, f"{node_label(node)} (domain '{node.domain}')")
             return
+        _check_input_kinds(node)
         handler = getattr(self, f"_t_{node.op_type}", None)
         if handler is not None:
             handler(node, label)
@@ -1021,6 +1022,41 @@ class _Analyzer:
                 if use.op_type == "ConcatFromSequence" and layouts[v].ranked:
                     return f"{node_label(use)} concatenates elements of different ranks"
         return None
+
+
+# Which inputs of each sequence op are sequences (True) and which tensors (False); the
+# last entry repeats for variadic inputs.
+_INPUT_KINDS: dict[str, tuple[bool, ...]] = {
+    "SplitToSequence": (False,), "SequenceInsert": (True, False, False), "SequenceErase": (True, False),
+    "SequenceAt": (True, False), "SequenceLength": (True,), "ConcatFromSequence": (True,),
+    "SequenceConstruct": (False,), "SequenceMap": (True, True),
+}
+
+
+def _check_input_kinds(node: ir.Node) -> None:
+    """A sequence where a tensor goes, or a tensor where a sequence goes: onnx's checker
+    and inference let some through (an op type changed, say), and no lowering fits them."""
+    if node.op_type in ("Loop", "If"):
+        # Trip counts and conditions are tensors, in and out of a Loop body.
+        body = node.attributes["body"].as_graph() if node.op_type == "Loop" and "body" in node.attributes else None
+        ends = [*node.inputs[: 2 if node.op_type == "Loop" else 1], *(body.outputs[:1] if body is not None else [])]
+        for v in ends:
+            if v is not None and isinstance(v.type, ir.SequenceType):
+                raise ModelError(f"{node_label(node)}: '{v.name}' is a sequence where a trip count or condition goes")
+        return
+    kinds = _INPUT_KINDS.get(node.op_type)
+    if kinds is None:
+        return
+    for i, v in enumerate(node.inputs):
+        if v is None or v.type is None:
+            continue
+        want = kinds[min(i, len(kinds) - 1)]
+        is_seq = isinstance(v.type, ir.SequenceType)
+        if node.op_type == "SequenceMap" and i > 0:
+            continue  # its extra inputs may be tensors or sequences
+        if is_seq != want and not isinstance(v.type, ir.OptionalType):
+            raise ModelError(f"{node_label(node)}: input {i} ('{v.name}') is a {'sequence' if is_seq else 'tensor'};"
+                             f" {node.op_type} takes a {'sequence' if want else 'tensor'} there")
 
 
 def anchored_shape(shape: ir.Shape, anchored: frozenset[str]) -> bool:

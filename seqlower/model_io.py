@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,9 +206,13 @@ def _check_types(proto: onnx.ModelProto, label: str) -> None:
         return  # too big to hand to inference in memory; the passes meet such errors later
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=False)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, ValueError) as e:
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid")
-        raise ModelError(f"{label}: invalid model: {first}") from None
+        # Only kind errors (a sequence or optional where a tensor goes) and types that do
+        # not exist: an element type a schema does not list (ReverseSequence of bfloat16)
+        # is a schema lag that runtimes accept.
+        if isinstance(e, ValueError) or re.search(r"unsupported type: (seq|optional|map|sparse)", first):
+            raise ModelError(f"{label}: invalid model: {first}") from None
 
 
 _DATA_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
@@ -220,18 +225,36 @@ _TYPE_ATTRIBUTES = {"Cast": "to", "SequenceEmpty": "dtype", "EyeLike": "dtype", 
                     "Multinomial": "dtype", "Bernoulli": "dtype"}
 
 
+def _check_text_fields(proto: onnx.ModelProto, label: str) -> None:
+    """Every string field (names, op types, doc strings, metadata) is UTF-8 text:
+    protobuf hands out a proto2 string that is not as bytes, and onnx_ir and the writer
+    fail on it later. Tensor contents (``string_data``, ``raw_data``) are bytes fields and
+    are not looked at. Iterative."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    stack: list = [proto]
+    while stack:
+        msg = stack.pop()
+        for field, value in msg.ListFields():
+            repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == FieldDescriptor.LABEL_REPEATED
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                if repeated:
+                    stack.extend(value)
+                else:
+                    stack.append(value)
+            elif field.type == FieldDescriptor.TYPE_STRING:
+                for text in (value if repeated else [value]):
+                    try:
+                        text.decode("utf-8") if isinstance(text, bytes) else text.encode("utf-8")
+                    except UnicodeError:
+                        where = getattr(msg, "name", "") or type(msg).__name__
+                        raise ModelError(f"{label}: the {field.name} of {where!r} is not UTF-8 text") from None
+
+
 def _check_structure(proto: onnx.ModelProto, label: str) -> None:
     """What onnx's checker lets through and would fail later, deep inside a pass or the
     writer: text that is not UTF-8, element types that do not exist, raw tensor data of
     the wrong length, a Constant without its value. Iterative, like the checker's walk."""
-
-    def text(s: str | bytes, what: str) -> None:
-        # protobuf hands out a proto2 string that is not UTF-8 as bytes (or with
-        # surrogates); onnx_ir and the writer fail on it later.
-        try:
-            s.decode("utf-8") if isinstance(s, bytes) else s.encode("utf-8")
-        except UnicodeError:
-            raise ModelError(f"{label}: {what} is not UTF-8 text") from None
 
     def type_of(tp: onnx.TypeProto, where: str) -> None:
         while True:
@@ -247,8 +270,8 @@ def _check_structure(proto: onnx.ModelProto, label: str) -> None:
             else:
                 return
 
+    _check_text_fields(proto, label)
     for tensor in iter_tensor_protos(proto):
-        text(tensor.name, "a tensor name")
         if tensor.data_type not in _DATA_TYPES:
             raise ModelError(f"{label}: tensor {tensor.name!r} has element type {tensor.data_type}, which does not exist")
         if any(d < 0 for d in tensor.dims):
@@ -262,15 +285,11 @@ def _check_structure(proto: onnx.ModelProto, label: str) -> None:
     while graphs or node_lists:
         if graphs:
             g = graphs.pop()
-            text(g.name, "a graph name")
             for v in [*g.input, *g.output, *g.value_info]:
-                text(v.name, "a value name")
                 type_of(v.type, f"value {v.name!r}")
             node_lists.append(g.node)
             continue
         for node in node_lists.pop():
-            for t in [node.name, node.op_type, node.domain, *node.input, *node.output]:
-                text(t, f"a name in a {node.op_type!r} node")
             where = describe_node(node.op_type, node.name, list(node.output))
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) != 1:
                 raise ModelError(f"{label}: {where} has {len(node.attribute)} attributes; a Constant has exactly one")

@@ -162,6 +162,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     model.meta[REPORT_KEY] = []
     model.meta[NOTES_KEY] = []
     model = _run_passes(build_passes(options), model)
+    _forget_impossible_dims(model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     from passes.loops_to_scans import LOOP_REASONS_KEY
@@ -187,6 +188,26 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
                  "reason": why.get(v.name, f"sequence-typed graph {v.role} of a web that stays a sequence")}
             )
     return model, report
+
+
+def _forget_impossible_dims(model: ir.Model) -> None:
+    """A dim that no tensor can have (past int64, from shape arithmetic on a huge declared
+    dim) becomes unknown: it cannot be written, and it was never true."""
+    limit = 2**63 - 1
+    graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+    while graphs:
+        g = graphs.pop()
+        values = [*g.inputs, *g.outputs, *(g.initializers.values() if isinstance(g, ir.Graph) else [])]
+        for node in g:
+            values.extend(node.outputs)
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    graphs.append(attr.as_graph())
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    graphs.extend(attr.as_graphs())
+        for v in values:
+            if v.shape is not None and any(isinstance(d, int) and not 0 <= d <= limit for d in v.shape.dims):
+                v.shape = ir.Shape([d if not isinstance(d, int) or 0 <= d <= limit else None for d in v.shape.dims])
 
 
 def _run_passes(passes: list[ir.passes.PassBase], model: ir.Model) -> ir.Model:

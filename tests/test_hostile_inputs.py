@@ -94,6 +94,22 @@ HOSTILE = {
     "insert_of_another_dtype": (_m([helper.make_node("SequenceEmpty", [], ["e"], dtype=FLOAT), helper.make_node("SequenceInsert", ["e", "i"], ["s"]),
                                     helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)], [t("i", INT64, [2])], [t("y", FLOAT, [2])]),
                                 "SequenceInsert node (output 's'): inserts a INT64 tensor into a sequence of FLOAT"),
+    "name_not_utf8": (_m([helper.make_node("Identity", ["x"], ["y"], name="ok")], [t("x", FLOAT, [2])], [t("y", FLOAT, [2])])
+                      .replace(b"\x02ok", b"\x02\xef\x28"), "is not UTF-8 text"),
+    "element_type_that_does_not_exist": (_m([helper.make_node("Identity", ["x"], ["y"])], [t("x", FLOAT, [2])], [t("y", 39, [2])]),
+                                         "element type 39, which does not exist"),
+    "raw_data_of_the_wrong_length": (_m([helper.make_node("Add", ["x", "w"], ["y"])], [t("x", INT64, [])], [t("y", INT64, [])],
+                                        initializer=[onnx.TensorProto(name="w", data_type=INT64, raw_data=b"\x01" * 13)]),
+                                     "tensor 'w' holds 13 bytes of data; its shape [] needs 8"),
+    "constant_without_value": (_m([onnx.NodeProto(op_type="Constant", output=["c"], name="k"), helper.make_node("Add", ["x", "c"], ["y"])],
+                                  [t("x", FLOAT, [2])], [t("y", FLOAT, [2])]), "Constant node 'k' has 0 attributes"),
+    "sequence_fed_where_a_tensor_goes": (_m([helper.make_node("SequenceConstruct", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+                                            [t("x", FLOAT, [2])], [t("y", FLOAT, [2])]), "invalid model"),
+    "flag_of_two": (_m([helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=2),
+                        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)], [t("x", FLOAT, [4, 2])], [t("y", FLOAT, [4, 2])]),
+                    "keepdims=2; it must be 0 or 1"),
+    "cast_to_no_type": (_m([helper.make_node("Cast", ["x"], ["y"], to=99, name="cast")], [t("x", FLOAT, [2])], [t("y", FLOAT, [2])]),
+                        "Cast node 'cast': to=99 is not an element type"),
     "external_data_missing": (_external("nowhere.bin").SerializeToString(), "external data file 'nowhere.bin' is missing"),
     "external_data_absolute": (_external("/etc/hostname").SerializeToString(), "is absolute; refused"),
     "external_data_dotdot": (_external("../../etc/hostname").SerializeToString(), "outside the model's folder; refused"),
@@ -232,3 +248,14 @@ def test_an_api_model_nested_past_what_a_file_holds_is_refused_without_recursion
     for depth in (MAX_SUBGRAPH_DEPTH, 5000):
         with pytest.raises(SeqlowerError, match=f"If node 'top': subgraphs nested more than {MAX_SUBGRAPH_DEPTH} levels deep"):
             lower_with_report(_nested_ir(depth), LowerOptions())
+
+
+def test_mutated_model_files_are_lowered_right_or_refused_in_one_line():
+    """A short run of tools/fuzz_files.py (the long one: ``python tools/fuzz_files.py
+    5000``): every mutant is a correct lowering or a clean exit 2."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import fuzz_files
+
+    assert fuzz_files.main(["150", "777"]) == 0
