@@ -2,8 +2,9 @@
 
 Where every sequence input is Stacked (``[n, *elem]``), a body made only of ops that act
 the same on a leading batch axis computes, on the stacks, the stack of what it computes
-per element: elementwise ops (every batched operand at the result's full rank, so
-broadcasting against the unbatched ones still lines up from the right), reductions and
+per element: elementwise ops (a batched operand of lower rank gets unit axes after the
+batch axis, so broadcasting against the others still lines up from the right), Gather
+of rows of an unbatched tensor at batched indices, Reshape to a constant shape, reductions and
 softmax-like ops with their axes shifted by one, Transpose with its perm shifted, Squeeze
 and Unsqueeze with explicit axes, Concat of batched operands, and MatMul where the
 batched operand keeps the matrix axes. Anything else, or a value of unknown rank, and the
@@ -61,9 +62,10 @@ def _axes(node: ir.Node, opset: int) -> list[int] | None | str:
     return None if attr is None else list(attr.as_ints())
 
 
-def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> dict[ir.Node, list[int] | None] | None:
+def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> dict[ir.Node, list[int] | dict[int, int] | None] | None:
     """For each body node that reads a batched value, the axes (or perm) to give it once
-    batched (None: unchanged); None when the body cannot be batched."""
+    batched, or for an elementwise op the inputs to lift by how many unit axes (None:
+    unchanged); None when the body cannot be batched."""
     batched: set[ir.Value] = set(batched_inputs)
     plan: dict[ir.Node, list[int] | None] = {}
     for node in body:
@@ -83,7 +85,26 @@ def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> 
                 return None  # Clip's bounds or CastLike's target batched: not elementwise in x
             plan[node] = None
         elif op in ELEMENTWISE:
-            if out_rank is None or any(r != out_rank for r in batched_ranks):
+            if out_rank is None or any(r > out_rank for r in batched_ranks):
+                return None
+            # A batched operand of lower rank gets unit axes after the batch axis, so
+            # that it still lines up from the right against the others.
+            lifts = {i: out_rank - r for i, (v, r) in enumerate(zip(node.inputs, [_rank(v) for v in node.inputs]))
+                     if v is not None and v in batched and r is not None and r < out_rank}
+            plan[node] = lifts or None
+        elif op == "Reshape":
+            target = const_array(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
+            allowzero = node.attributes["allowzero"].as_int() if "allowzero" in node.attributes else 0
+            # To a constant shape without 0s (a 0 copies an input dim, which would shift):
+            # the batch axis copied in front by a 0.
+            if node.inputs[0] not in batched or target is None or target.ndim != 1 or 0 in target.tolist() or allowzero:
+                return None
+            plan[node] = [0, *(int(d) for d in target)]
+        elif op == "Gather":
+            data, idx = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+            axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
+            # Rows of an unbatched tensor at batched indices: the batch axis comes first.
+            if data in batched or idx not in batched or axis != 0:
                 return None
             plan[node] = None
         elif op in REDUCE:
@@ -133,7 +154,7 @@ def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> 
     return plan
 
 
-def emit_batched(body: ir.Graph, plan: dict[ir.Node, list[int] | None], cloned: list[ir.Node], b: Builder) -> None:
+def emit_batched(body: ir.Graph, plan: dict[ir.Node, list[int] | dict[int, int] | None], cloned: list[ir.Node], b: Builder) -> None:
     """Give the clones of planned nodes their shifted axes, perm or axis, and outputs
     with the batch axis in front."""
     for original, node in zip(body, cloned):
@@ -144,8 +165,17 @@ def emit_batched(body: ir.Graph, plan: dict[ir.Node, list[int] | None], cloned: 
         shifted = plan[original]
         if shifted is None:
             continue
+        if isinstance(shifted, dict):
+            before = Builder(b.graph, node, b.opset, b.names, main_graph=b.main_graph)
+            for i, k in shifted.items():
+                v = node.inputs[i]
+                assert v is not None
+                node.replace_input_with(i, before.unsqueeze(v, list(range(1, k + 1)), f"{v.name or 'x'}_lifted"))
+            continue
         op = node.op_type
-        if op == "Transpose":
+        if op == "Reshape":
+            node.replace_input_with(1, b.constant(np.array(shifted, np.int64), f"{node.name or op}_batched_shape"))
+        elif op == "Transpose":
             node.attributes["perm"] = ir.AttrInt64s("perm", shifted)
         elif op in _AXIS_OPS:
             node.attributes["axis"] = ir.AttrInt64("axis", shifted[0])

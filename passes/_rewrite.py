@@ -16,7 +16,7 @@ from seqlower.builder import Builder, NameAuthority, default_opset
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "take_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
@@ -182,6 +182,26 @@ def take_over(old: ir.Value, new: ir.Value, graph: ir.Graph | ir.Function) -> No
         if v is old:
             outputs[i] = new
     ir.convenience.replace_all_uses_with(old, new)
+
+
+def discard_subgraphs(node: ir.Node) -> None:
+    """Empty a removed node's subgraphs, so that the outer values they read lose those
+    uses (an initializer read only there is then dead, and the clean-up takes it)."""
+    stack = [g for a in node.attributes.values() for g in (
+        [a.as_graph()] if a.type == ir.AttributeType.GRAPH else list(a.as_graphs()) if a.type == ir.AttributeType.GRAPHS else [])]
+    while stack:
+        g = stack.pop()
+        for n in g:
+            for a in n.attributes.values():
+                if a.type == ir.AttributeType.GRAPH:
+                    stack.append(a.as_graph())
+                elif a.type == ir.AttributeType.GRAPHS:
+                    stack.extend(a.as_graphs())
+        nodes = list(g)
+        for n in nodes:
+            for k in range(len(n.inputs)):
+                n.replace_input_with(k, None)
+        g.remove(nodes, safe=False)
 
 
 def note_max_unroll(model: ir.Model, webs: Sequence[object], into: str) -> None:

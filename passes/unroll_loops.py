@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope, inline_map_body, replace_output, rewrite_each_node
+from passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
 from passes._tensor_ops import Ops
 from passes.loops_to_scans import LOOP_REASONS_KEY
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
@@ -48,6 +48,7 @@ class UnrollLoopsPass(ir.passes.InPlacePass):
         if trips is None or isinstance(trips, str):
             return None
         _unroll(node, trips, Ops(scope.builder(node, names)), scope, names)
+        discard_subgraphs(node)
         scope.graph.remove(node, safe=True)
         return "tensor ops", f"Loop unrolled ({trips} iterations)"
 

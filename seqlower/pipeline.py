@@ -73,6 +73,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
     from passes.loops_to_scans import LoopsToScansPass
     from passes.unroll_loops import UnrollLoopsPass
+    from passes.vectorize_loops import VectorizeLoopsPass
     from seqlower.targets import load_target
 
     target = load_target(options.target)
@@ -94,7 +95,9 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
             # The dynamic lowerings emit CumSum (element bounds): lowered after them.
             *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
-            # What stays a Loop (a run-time trip count) is a Scan where the target has one.
+            # What stays a Loop (a run-time trip count) runs batched where its body allows,
+            # else as a Scan where the target has one.
+            *([VectorizeLoopsPass()] if "Loop" in target.lacks else []),
             *([LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))]
               if "Loop" in target.lacks and "Scan" not in target.lacks else []),
             CleanUpGraphPass(),
