@@ -37,7 +37,8 @@ from seqlower.builder import Builder, NameAuthority
 
 __all__ = ["LoopsToScansPass", "LOOP_REASONS_KEY", "carries_one_shape", "why_not_a_scan"]
 
-# model.meta[LOOP_REASONS_KEY]: {node label: why that Loop could not become a Scan}.
+# model.meta[LOOP_REASONS_KEY]: {node label: why that Loop stays (it cannot be unrolled,
+# or be a Scan)}; the unrolling and this pass write it, the report carries it.
 LOOP_REASONS_KEY = "seqlower.loop_reasons"
 
 
