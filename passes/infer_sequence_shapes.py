@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterator
 import re
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -146,6 +147,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
 
     def _onnx_inference(self, model: ir.Model) -> bool:
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+            _localize_outer_constants(proto)
             # No data propagation: it treats 2-D int64 tensors (our shapes rows) as 1-D
             # and infers wrong ranks for Reshapes they feed (a fuzzed program found it).
             return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
@@ -367,6 +369,50 @@ def _subgraph_owners(model: ir.Model) -> dict[int, ir.Node]:
                     for sub in attr.as_graphs():
                         owners[id(sub)] = node
     return owners
+
+
+_LOCALIZED_MAX_ELEMENTS = 64
+
+
+def _localize_outer_constants(proto: onnx.ModelProto) -> None:
+    """Copy the small integer constants of the main graph that subgraphs read (axes,
+    shapes, split sizes) into those subgraphs as Constant nodes, in the copy handed to
+    onnx's inference: it sees the values of a subgraph's own constants only, so a Squeeze
+    whose axes are an outer initializer gives an element of unknown rank, and its list
+    could not be lowered. The copies shadow the outer names; only inferred shapes come
+    back from this copy."""
+    consts: dict[str, onnx.TensorProto] = {}
+    for init in proto.graph.initializer:
+        if init.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and np.prod(init.dims, dtype=np.int64) <= _LOCALIZED_MAX_ELEMENTS:
+            consts[init.name] = init
+    for node in proto.graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) == 1 and node.attribute[0].name == "value":
+            t = node.attribute[0].t
+            if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and np.prod(t.dims, dtype=np.int64) <= _LOCALIZED_MAX_ELEMENTS:
+                consts[node.output[0]] = t
+    if not consts:
+        return
+    stack = [a.g for n in proto.graph.node for a in n.attribute if a.HasField("g")]
+    stack += [g for n in proto.graph.node for a in n.attribute for g in a.graphs]
+    while stack:
+        g = stack.pop()
+        defined = {v.name for v in g.input} | {i.name for i in g.initializer} | {o for n in g.node for o in n.output}
+        read = [i for n in g.node for i in n.input if i in consts and i not in defined]
+        copies = []
+        for name in dict.fromkeys(read):
+            value = onnx.TensorProto()
+            value.CopyFrom(consts[name])
+            value.name = name
+            copies.append(onnx.helper.make_node("Constant", [], [name], value=value))
+        if copies:
+            nodes = copies + list(g.node)
+            del g.node[:]
+            g.node.extend(nodes)
+        for n in g.node:
+            for a in n.attribute:
+                if a.HasField("g"):
+                    stack.append(a.g)
+                stack.extend(a.graphs)
 
 
 def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:

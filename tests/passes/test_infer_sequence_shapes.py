@@ -98,3 +98,29 @@ def test_a_carried_list_keeps_its_element_shape_by_induction():
         assert analyze(irm).webs[0].packed
         _, report = lower_checked(m, inputs=feeds)
         assert lowering in {r["into"] for r in report.rewrites}
+
+
+def test_a_subgraph_reading_outer_constant_axes_gets_element_ranks():
+    # x[i] as Slice + Squeeze whose axes are a main-graph initializer: onnx's inference
+    # does not see outer values, so the element's rank was unknown and the list stayed a
+    # sequence; the copy handed to inference gets the constants inside the body.
+    from tests.helpers import BOOL, INT64, body, lower_checked
+
+    loop_body = body([helper.make_node("Identity", ["c"], ["c_out"]),
+                      helper.make_node("Unsqueeze", ["i", "axis0"], ["i1"]),
+                      helper.make_node("Add", ["i1", "one"], ["i2"]),
+                      helper.make_node("Slice", ["x", "i1", "i2", "axis0"], ["row1"]),
+                      helper.make_node("Squeeze", ["row1", "axis0"], ["row"]),
+                      helper.make_node("SequenceInsert", ["acc", "row"], ["acc_out"])],
+                     [t("i", INT64, []), t("c", BOOL, []), seq("acc", FLOAT, ["w"])],
+                     [t("c_out", BOOL, []), seq("acc_out", FLOAT, ["w"])])
+    m = model([helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Gather", ["dims", "zero"], ["n"], axis=0),
+               helper.make_node("SequenceEmpty", [], ["empty"], dtype=FLOAT),
+               helper.make_node("Loop", ["n", "", "empty"], ["rows"], body=loop_body),
+               helper.make_node("ConcatFromSequence", ["rows"], ["y"], axis=0, new_axis=1)],
+              [t("x", FLOAT, ["n", "w"])], [t("y", FLOAT, [None, "w"])],
+              initializer=[const("zero", 0, np.int64), const("one", np.array([1], np.int64)), const("axis0", np.array([0], np.int64))])
+    low, report = lower_checked(m, inputs=[{"x": np.arange(6, dtype=np.float32).reshape(3, 2)}, {"x": np.zeros((0, 2), np.float32)}])
+    assert report.tensor_only
+    # The model as given is untouched: the constants were copied for inference only.
+    assert [n.op_type for n in m.graph.node[3].attribute[0].g.node].count("Constant") == 0
