@@ -193,6 +193,34 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     return model, report
 
 
+def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAULT_MAX_UNROLL) -> dict[str, str]:
+    """Why each Loop of ``model`` stays for a target without Loop (what ``lower`` would
+    have said), for ``check --target`` on a model lowered before: shapes are inferred on
+    ``model`` first (in place)."""
+    from passes.infer_sequence_shapes import InferSequenceShapesPass
+    from passes.loops_to_scans import why_not_a_scan
+    from passes.unroll_loops import UnrollLoopsPass
+    from seqlower.targets import load_target
+
+    target = load_target(target_name)
+    if "Loop" not in target.lacks:
+        return {}
+    model = _run_passes([InferSequenceShapesPass()], model)
+    unroll = UnrollLoopsPass(max_unroll)
+    reasons: dict[str, str] = {}
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.op_type != "Loop" or "body" not in node.attributes:
+            continue
+        why = unroll._trips(node)
+        if "Scan" not in target.lacks:
+            scan_why = why_not_a_scan(node, node.attributes["body"].as_graph())
+            if scan_why is not None:
+                reasons[node_label(node)] = f"it cannot be a Scan: {scan_why}"
+        elif isinstance(why, str):
+            reasons[node_label(node)] = f"it cannot be unrolled: {why}"
+    return reasons
+
+
 def _forget_impossible_dims(model: ir.Model) -> None:
     """A dim that no tensor can have (past int64, from shape arithmetic on a huge declared
     dim) becomes unknown: it cannot be written, and it was never true."""
