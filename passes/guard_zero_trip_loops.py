@@ -51,7 +51,7 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                 return None
             body = node.attributes["body"].as_graph()
             n_carried = len(node.inputs) - 2
-            if carries_one_shape(node, body):
+            if any(v is None for v in node.inputs[2:]) or carries_one_shape(node, body):
                 return None
             if any(bo.shape is None or bo.dtype is None for bo in body.outputs[1 + n_carried :]):
                 return None

@@ -70,8 +70,8 @@ class LoopsToScansPass(ir.passes.InPlacePass):
         return rewrite_each_node(model, rewrite)
 
 
-def _has_sequences(values: list[ir.Value]) -> bool:
-    return any(isinstance(v.type, (ir.SequenceType, ir.OptionalType)) for v in values)
+def _has_sequences(values: list[ir.Value | None]) -> bool:
+    return any(v is not None and isinstance(v.type, (ir.SequenceType, ir.OptionalType)) for v in values)
 
 
 def _invariant(shape: ir.Shape | None, other: ir.Shape | None) -> bool:
@@ -95,6 +95,8 @@ def why_not_a_scan(node: ir.Node, body: ir.Graph) -> str | None:
     if not loop_runs_all_trips(node, body):
         return "its condition can stop it before the trip count (a while loop or a break), which Scan cannot express"
     n_carried = len(node.inputs) - 2
+    if any(v is None for v in node.inputs[2:]):
+        return "one of the values it carries has no initial value"
     carried_in, carried_out = body.inputs[2:], body.outputs[1 : 1 + n_carried]
     if _has_sequences([*node.inputs[2:], *node.outputs]) or any(
         _has_sequences([*n.inputs, *n.outputs]) for n in ir.traversal.RecursiveGraphIterator(body)

@@ -5,7 +5,8 @@
 Each mutant starts from a model the suite knows (the exported fixtures, the demo) and
 gets one mutation: flipped bytes, a truncation, or a protobuf field changed (an op type,
 an input dropped or renamed, an attribute's value, a dim, an element type, a node
-removed or repeated, the opset). ``seqlower lower`` then runs on it in this process.
+removed or repeated, the opset). ``seqlower lower --target T`` (T drawn from every
+target) then runs on it in this process.
 The acceptable outcomes:
 
 - exit 0, and the lowered model equals the mutant on the reference backend wherever the
@@ -37,6 +38,7 @@ import onnx  # noqa: E402
 
 from seqlower.cli import main as cli  # noqa: E402
 from seqlower.errors import SeqlowerError  # noqa: E402
+from seqlower.targets import TARGETS  # noqa: E402
 from seqlower.executor.verify import verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,6 +145,8 @@ def check_one(seed: int, base_models: list[onnx.ModelProto], folder: Path) -> tu
     rng = random.Random(seed)
     base = rng.choice(base_models).SerializeToString()
     data, how = mutate(base, rng)
+    target = rng.choice(TARGETS)
+    how = f"{how} (--target {target})"
     src, dst = folder / f"m{seed}.onnx", folder / f"m{seed}.lowered.onnx"
     src.write_bytes(data)
     digest = hashlib.sha256(data).hexdigest()
@@ -150,7 +154,7 @@ def check_one(seed: int, base_models: list[onnx.ModelProto], folder: Path) -> tu
     signal.alarm(LIMIT_S)
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = cli(["lower", str(src), "-o", str(dst)])
+            code = cli(["lower", str(src), "-o", str(dst), "--target", target])
     except _Slow:
         return "failure", f"{how}: the lowering took over {LIMIT_S} s"
     except BaseException as e:  # noqa: BLE001 - anything escaping the CLI is a failure
