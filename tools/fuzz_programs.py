@@ -5,6 +5,7 @@ int64, bool and string elements), lower each and verify it on both backends.
     python tools/fuzz_programs.py [N] [SEED]      N programs from SEED (default 1000, 0)
     python tools/fuzz_programs.py --long          4 seeds x 2500 programs (about 15 min)
     python tools/fuzz_programs.py --long --seeds 0,100000 --per-seed 5000
+    python tools/fuzz_programs.py 1000 0 --targets     each lowered for a target drawn at random
 
 Prints one line per failure with the seed that reproduces it, then the counts: programs,
 seeds, mismatches (a lowering that is not tensor-only or not equal on a backend) and
@@ -28,36 +29,40 @@ from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor.verify import verify  # noqa: E402
 from seqlower.inventory import take_inventory  # noqa: E402
 from seqlower.model_io import to_proto  # noqa: E402
+from seqlower.targets import TARGETS  # noqa: E402
 from tests.program_generator import generate  # noqa: E402
 
 LONG_SEEDS = (0, 1_000_000, 2_000_000, 3_000_000)
 LONG_PER_SEED = 2500
 
 
-def run_one(seed: int, tally: dict[str, Counter]) -> tuple[str, str] | None:
-    """Generate, lower and verify program ``seed``; None when it is right, else the
-    kind ("mismatch" or "crash") and what went wrong."""
+def run_one(seed: int, tally: dict[str, Counter], targets: bool = False) -> tuple[str, str] | None:
+    """Generate, lower and verify program ``seed`` (for a target drawn from every target
+    with ``targets``); None when it is right, else the kind ("mismatch" or "crash") and
+    what went wrong."""
     rng = random.Random(seed)
 
     def draw(kind, *args):
         return rng.randint(args[0], args[1]) if kind == "int" else rng.choice(args[0])
 
     m, feeds = generate(draw)
+    target = random.Random(-seed).choice(TARGETS) if targets else "generic"
+    tally["target"][target] += 1
     tally["opset"][m.opset_import[0].version] += 1
     tally["element"][TensorProto.DataType.Name(m.graph.input[0].type.tensor_type.elem_type)] += 1
     tally["op"].update(n.op_type for n in m.graph.node)
     try:
-        low_ir, report = lower_with_report(load_model(m), LowerOptions())
+        low_ir, report = lower_with_report(load_model(m), LowerOptions(target=target))
         tally["representation"].update({r["into"] for r in report.rewrites})
         low = to_proto(low_ir)
-        problems = [] if take_inventory(low).clean else ["not tensor-only"]
+        problems = [] if take_inventory(low).clean or target == "onnxruntime" else ["not tensor-only"]
         for backend in ("reference", "onnxruntime"):
             rep = verify(m, low, inputs=[feeds], backend=backend)
             if not rep.equivalent:
                 problems.append(f"{backend}: not equivalent")
     except Exception as e:  # noqa: BLE001 - a fuzzer reports every failure and goes on
-        return "crash", f"{type(e).__name__}: {e}"
-    return ("mismatch", "; ".join(problems)) if problems else None
+        return "crash", f"--target {target}: {type(e).__name__}: {e}"
+    return ("mismatch", f"--target {target}: " + "; ".join(problems)) if problems else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,20 +72,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long", action="store_true", help=f"{len(LONG_SEEDS)} seeds x {LONG_PER_SEED} programs")
     p.add_argument("--seeds", help="comma-separated first seeds (with --long)")
     p.add_argument("--per-seed", type=int, default=LONG_PER_SEED, help="programs per seed (with --long)")
+    p.add_argument("--targets", action="store_true", help="lower each program for a target drawn from every target")
     args = p.parse_args(argv)
     if args.long:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(LONG_SEEDS)
         runs = [(s, args.per_seed) for s in seeds]
     else:
         runs = [(args.seed, args.count)]
-    tally: dict[str, Counter] = {k: Counter() for k in ("opset", "element", "op", "representation")}
+    tally: dict[str, Counter] = {k: Counter() for k in ("target", "opset", "element", "op", "representation")}
     failures: Counter = Counter()
     total = 0
     start = time.perf_counter()
     for first, count in runs:
         seed_failures = 0
         for k in range(count):
-            outcome = run_one(first + k, tally)
+            outcome = run_one(first + k, tally, args.targets)
             total += 1
             if outcome is not None:
                 failures[outcome[0]] += 1
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     print(f"{total} programs over {len(runs)} seed(s): {failures['mismatch']} mismatches, {failures['crash']} crashes, "
           f"{elapsed:.0f} s ({1000 * elapsed / max(total, 1):.0f} ms each)")
-    for key in ("opset", "element", "representation", "op"):
+    for key in ("target", "opset", "element", "representation", "op"):
         print(f"  {key}: {dict(sorted(tally[key].items(), key=lambda kv: -kv[1]))}")
     return 1 if failures else 0
 
