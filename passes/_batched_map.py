@@ -17,10 +17,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from passes._rewrite import inline_map_body
+from passes._tensor_ops import Ops
 from seqlower.analysis import const_array, is_default_domain
-from seqlower.builder import Builder
+from seqlower.builder import Builder, NameAuthority
 
-__all__ = ["batched_plan", "emit_batched"]
+__all__ = ["batched_plan", "emit_batched", "run_batched"]
 
 UNARY = frozenset({
     "Identity", "Cast", "CastLike", "Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Not", "Floor", "Ceil",
@@ -188,3 +190,37 @@ def emit_batched(body: ir.Graph, plan: dict[ir.Node, list[int] | dict[int, int] 
                 node.attributes["noop_with_empty_axes"] = ir.AttrInt64("noop_with_empty_axes", 1)
         else:
             node.attributes["axes"] = ir.AttrInt64s("axes", shifted)
+
+
+def run_batched(
+    body: ir.Graph,
+    plan: dict[ir.Node, list[int] | dict[int, int] | None],
+    value_map: dict[ir.Value, ir.Value | None],
+    batched_inputs: list[ir.Value],
+    outputs: list[tuple[ir.Value, str]],
+    count1: ir.Value,
+    o: Ops,
+    names: NameAuthority,
+) -> list[tuple[ir.Value, bool]]:
+    """Clone ``body`` before ``o``'s anchor with its inputs bound by ``value_map`` (the
+    batched ones to whole stacks), batch the planned clones, and give each of
+    ``outputs`` (a body output and a name) its stack: the batched value, or, where it
+    does not depend on a batched input, its value repeated ``count1`` times (False
+    with it)."""
+    mapped = inline_map_body(body, value_map, o.b, names)
+    # inline_map_body appends the body's clones last, in order.
+    n_body = len(list(body))
+    emit_batched(body, plan, o.b.nodes[len(o.b.nodes) - n_body :] if n_body else [], o.b)
+    batched = set(batched_inputs)
+    for n in body:
+        if any(v in batched for v in n.inputs if v is not None):
+            batched.update(n.outputs)
+    stacks = []
+    for bo, name in outputs:
+        y = mapped.get(bo, bo)
+        if bo not in batched:
+            # The same for every element: one copy per element.
+            target = o.concat([count1, o.shape(y, f"{name}_dims")], 0, f"{name}_target")
+            y = o.op("Expand", [o.unsqueeze(y, [0], f"{name}_one"), target], f"{name}_repeated")
+        stacks.append((y, bo in batched))
+    return stacks

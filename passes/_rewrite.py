@@ -12,11 +12,11 @@ import onnx_ir as ir
 from onnx_ir import _cloner
 
 from seqlower.analysis import graph_label, node_label, shape_json
-from seqlower.builder import Builder, NameAuthority, default_opset
+from seqlower.builder import Builder, NameAuthority, default_opset, subgraphs
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "take_over", "take_places", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 # Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
@@ -184,24 +184,23 @@ def take_over(old: ir.Value, new: ir.Value, graph: ir.Graph | ir.Function) -> No
     ir.convenience.replace_all_uses_with(old, new)
 
 
+def take_places(olds: Sequence[ir.Value], news: Sequence[ir.Value], graph: ir.Graph | ir.Function) -> None:
+    """Each new value takes its old one's name, type and shape, and its place everywhere
+    (as a graph output too): the outputs of a node that replaces another."""
+    for old, new in zip(olds, news):
+        new.name, new.type, new.shape = old.name, old.type, old.shape
+        old.name = None
+        take_over(old, new, graph)
+
+
 def discard_subgraphs(node: ir.Node) -> None:
-    """Empty a removed node's subgraphs, so that the outer values they read lose those
-    uses (an initializer read only there is then dead, and the clean-up takes it)."""
-    stack = [g for a in node.attributes.values() for g in (
-        [a.as_graph()] if a.type == ir.AttributeType.GRAPH else list(a.as_graphs()) if a.type == ir.AttributeType.GRAPHS else [])]
-    while stack:
-        g = stack.pop()
-        for n in g:
-            for a in n.attributes.values():
-                if a.type == ir.AttributeType.GRAPH:
-                    stack.append(a.as_graph())
-                elif a.type == ir.AttributeType.GRAPHS:
-                    stack.extend(a.as_graphs())
-        nodes = list(g)
-        for n in nodes:
+    """Let a removed node's subgraphs drop what they read, so that an outer value read
+    only there is dead (and the clean-up takes it). Nesting is bounded by the pipeline's
+    check, so the recursive walk is safe."""
+    for sub in subgraphs(node):
+        for n in ir.traversal.RecursiveGraphIterator(sub):
             for k in range(len(n.inputs)):
                 n.replace_input_with(k, None)
-        g.remove(nodes, safe=False)
 
 
 def note_max_unroll(model: ir.Model, webs: Sequence[object], into: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope, rewrite_each_node, take_over
+from passes._rewrite import Scope, rewrite_each_node, take_places
 from seqlower.analysis import is_default_domain
 from seqlower.builder import Builder, NameAuthority
 
@@ -71,15 +71,9 @@ def _carry(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     node.name = None
     node.attributes.pop("body")
     scope.graph.insert_before(node, loop)
-    olds = list(node.outputs)
-    news = [*loop.outputs[:n_carried], *[loop.outputs[n_carried + i] for i in range(len(strings))],
-            *loop.outputs[n_carried + len(strings) :]]
+    # The new Loop's outputs: carried, the string scans now carried, the other scans.
     order = [*range(n_carried), *[n_carried + k for k in strings], *[n_carried + k for k in keep]]
-    for new, idx in zip(news, order):
-        old = olds[idx]
-        new.name, new.type, new.shape = old.name, old.type, old.shape
-        old.name = None
-        take_over(old, new, scope.graph)
+    take_places([node.outputs[i] for i in order], list(loop.outputs), scope.graph)
     scope.graph.remove(node, safe=True)
     return "tensor ops", "string scan outputs carried (onnxruntime stacks strings wrong)"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from passes._rewrite import Scope, rewrite_each_node, take_over
+from passes._rewrite import Scope, rewrite_each_node, take_places
 from passes._tensor_ops import Ops
 from passes._zero_trips import zero_trip_guard
 from passes.loops_to_scans import carries_one_shape
@@ -67,10 +67,7 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                 return inner
 
             results = zero_trip_guard(o, trips, cond, list(node.inputs[2:]), steps, list(node.outputs), loop, scope, names, input_dims, base)
-            for new, old in zip(results, node.outputs):
-                new.name, new.type, new.shape = old.name, old.type, old.shape
-                old.name = None
-                take_over(old, new, scope.graph)
+            take_places(list(node.outputs), results, scope.graph)
             scope.graph.remove(node, safe=True)
             return "tensor ops", "Loop in an If for no iteration (OpenVINO)"
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope, rewrite_each_node, take_over
+from passes._rewrite import Scope, rewrite_each_node, take_places
 from passes._zero_trips import zero_trip_guard
 from passes._tensor_ops import INT64, Ops
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, model_input_dims, node_label
@@ -140,10 +140,7 @@ def _to_scan(node: ir.Node, body: ir.Graph, scope: Scope, names: NameAuthority,
     else:
         steps = [(bo.shape, bo.dtype) for bo in body.outputs[n_carried:]]
         results = zero_trip_guard(o, m, None, inits, steps, list(node.outputs), scan, scope, names, input_dims, base)
-    for new, old in zip(results, node.outputs):
-        new.name, new.type, new.shape = old.name, old.type, old.shape
-        old.name = None
-        take_over(old, new, scope.graph)
+    take_places(list(node.outputs), results, scope.graph)
     scope.graph.remove(node, safe=True)
     return guarded
 

@@ -39,7 +39,7 @@ from passes._rewrite import (
     walk_scopes,
     write_abi,
 )
-from passes._batched_map import batched_plan, emit_batched
+from passes._batched_map import batched_plan, run_batched
 from passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
     Analysis,
@@ -644,31 +644,13 @@ def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, o: Ops) -> bool:
         return False
     value_map: dict[ir.Value, ir.Value | None] = {bi: inp for inp, bi in zip(node.inputs, body.inputs)}
     value_map.update({bi: lw.seq(inp).data for inp, bi in seq_inputs})
-    mapped = inline_map_body(body, value_map, o.b, lw.names)
-    # inline_graph appends the body's clones last, in order.
-    n_body = len(list(body))
-    emit_batched(body, plan, o.b.nodes[len(o.b.nodes) - n_body :] if n_body else [], o.b)
-    batched = _batched_values(body, [bi for _, bi in seq_inputs])
-    count1 = o.reshape(lw.count(lw.seq(seq_inputs[0][0]), o, node.outputs[0].name or "map"), o.ints([1]), f"{node.outputs[0].name or 'map'}_n1")
-    for out, bo in zip(node.outputs, body.outputs):
-        y = mapped.get(bo, bo)
-        name = out.name or "map"
-        if bo not in batched:
-            # The same for every element: one copy per element.
-            target = o.concat([count1, o.shape(y, f"{name}_dims")], 0, f"{name}_target")
-            y = o.op("Expand", [o.unsqueeze(y, [0], f"{name}_one"), target], f"{name}_repeated")
-        else:
-            y = o.identity(y, f"{name}_data")
-        lw.set(out, y)
+    base = node.outputs[0].name or "map"
+    count1 = o.reshape(lw.count(lw.seq(seq_inputs[0][0]), o, base), o.ints([1]), f"{base}_n1")
+    outputs = [(bo, out.name or "map") for out, bo in zip(node.outputs, body.outputs)]
+    stacks = run_batched(body, plan, value_map, [bi for _, bi in seq_inputs], outputs, count1, o, lw.names)
+    for out, (y, batched) in zip(node.outputs, stacks):
+        lw.set(out, o.identity(y, f"{out.name or 'map'}_data") if batched else y)
     return True
-
-
-def _batched_values(body: ir.Graph, inputs: list[ir.Value]) -> set[ir.Value]:
-    batched = set(inputs)
-    for n in body:
-        if any(v in batched for v in n.inputs if v is not None):
-            batched.update(n.outputs)
-    return batched
 
 
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:

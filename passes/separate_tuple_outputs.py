@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.builder import Builder, NameAuthority
+from seqlower.builder import Builder, NameAuthority, default_opset
 
 __all__ = ["SeparateTupleOutputsPass"]
 
@@ -29,7 +29,7 @@ class SeparateTupleOutputsPass(ir.passes.InPlacePass):
                 continue
             name = v.name
             v.name = names.fresh(f"{name}_part")
-            b = Builder(graph, None, 0, names, main_graph=True, after=p)
+            b = Builder(graph, None, default_opset(model), names, main_graph=True, after=p)
             alone = b.identity(v, f"{name}_alone")
             alone.name, alone.type, alone.shape = name, v.type, v.shape
             outputs[k] = alone

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._batched_map import batched_plan, emit_batched
-from passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
+from passes._batched_map import batched_plan, run_batched
+from passes._rewrite import Scope, discard_subgraphs, replace_output, rewrite_each_node
 from passes._tensor_ops import INT64, Ops
 from seqlower.analysis import is_default_domain, loop_runs_all_trips
 from seqlower.builder import NameAuthority
@@ -53,27 +53,12 @@ def _vectorize(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, 
     trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
     iterations = o.op("Range", [o.scalar(0), trips, o.scalar(1)], f"{base}_iterations", dtype=INT64, shape=[None])
     true = o.b.constant(np.array(True), f"{base}_true")
-    mapped = inline_map_body(body, {i: iterations, cond: true}, o.b, names)
-    n_body = len(list(body))
-    emit_batched(body, plan, o.b.nodes[len(o.b.nodes) - n_body :] if n_body else [], o.b)
-    batched = _batched_values(body, i)
     count1 = o.reshape(o.op("Max", [trips, o.scalar(0)], f"{base}_count", dtype=INT64), o.ints([1]), f"{base}_count1")
-    for out, bo in zip(node.outputs, body.outputs[1:]):
-        y = mapped.get(bo, bo)
-        name = out.name or base
-        if bo not in batched:
-            # The same in every iteration: M copies.
-            target = o.concat([count1, o.shape(y, f"{name}_dims")], 0, f"{name}_target")
-            y = o.op("Expand", [o.unsqueeze(y, [0], f"{name}_one"), target], f"{name}_repeated")
+    outputs = [(bo, out.name or base) for out, bo in zip(node.outputs, body.outputs[1:])]
+    stacks = run_batched(body, plan, {i: iterations, cond: true}, [i], outputs, count1, o, names)
+    for out, (y, _) in zip(node.outputs, stacks):
         replace_output(out, y, scope, names, node, owned=True)
     discard_subgraphs(node)
     scope.graph.remove(node, safe=True)
     return "tensor ops", "Loop body run once on every iteration number (batched)"
 
-
-def _batched_values(body: ir.Graph, i: ir.Value) -> set[ir.Value]:
-    batched = {i}
-    for n in body:
-        if any(v in batched for v in n.inputs if v is not None):
-            batched.update(n.outputs)
-    return batched

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
@@ -17,6 +17,9 @@ from seqlower.analysis import Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_io import to_proto
+
+if TYPE_CHECKING:
+    from seqlower.targets import Target
 
 __all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "build_passes", "DEFAULT_MAX_UNROLL"]
 
@@ -71,9 +74,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     from passes.lower_packed_sequences import LowerPackedSequencesPass
     from passes.lower_reverse_sequence import LowerReverseSequencePass
     from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
-    from passes.loops_to_scans import LoopsToScansPass
     from passes.unroll_loops import UnrollLoopsPass
-    from passes.vectorize_loops import VectorizeLoopsPass
     from seqlower.targets import load_target
 
     target = load_target(options.target)
@@ -97,9 +98,7 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
             *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
             # What stays a Loop (a run-time trip count) runs batched where its body allows,
             # else as a Scan where the target has one.
-            *([VectorizeLoopsPass()] if "Loop" in target.lacks else []),
-            *([LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))]
-              if "Loop" in target.lacks and "Scan" not in target.lacks else []),
+            *_loop_fallbacks(target),
             CleanUpGraphPass(),
         ],
         steps=MAX_ROUNDS,
@@ -168,11 +167,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     _forget_impossible_dims(model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
-    from passes.loops_to_scans import LOOP_REASONS_KEY
-
-    reasons = model.meta.get(LOOP_REASONS_KEY, {})
-    remaining = {node_label(n) for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Loop"}
-    report.kept_loops = {k: reasons[k] for k in sorted(remaining & set(reasons))}
+    report.kept_loops = _kept_loops(model)
     proto = to_proto(model)
     _check(proto)
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
@@ -194,31 +189,39 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
 
 
 def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAULT_MAX_UNROLL) -> dict[str, str]:
-    """Why each Loop of ``model`` stays for a target without Loop (what ``lower`` would
-    have said), for ``check --target`` on a model lowered before: shapes are inferred on
-    ``model`` first (in place)."""
+    """Why each Loop of ``model`` stays for a target without Loop, as ``lower`` says it:
+    for ``check --target`` on a model lowered before. The Loop passes ``lower`` would
+    run for the target run on ``model`` (changed in place: give it a copy)."""
     from passes.infer_sequence_shapes import InferSequenceShapesPass
-    from passes.loops_to_scans import why_not_a_scan
     from passes.unroll_loops import UnrollLoopsPass
     from seqlower.targets import load_target
 
     target = load_target(target_name)
     if "Loop" not in target.lacks:
         return {}
-    model = _run_passes([InferSequenceShapesPass()], model)
-    unroll = UnrollLoopsPass(max_unroll)
-    reasons: dict[str, str] = {}
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        if node.op_type != "Loop" or "body" not in node.attributes:
-            continue
-        why = unroll._trips(node)
-        if "Scan" not in target.lacks:
-            scan_why = why_not_a_scan(node, node.attributes["body"].as_graph())
-            if scan_why is not None:
-                reasons[node_label(node)] = f"it cannot be a Scan: {scan_why}"
-        elif isinstance(why, str):
-            reasons[node_label(node)] = f"it cannot be unrolled: {why}"
-    return reasons
+    model = _run_passes([InferSequenceShapesPass(), UnrollLoopsPass(max_unroll), *_loop_fallbacks(target)], model)
+    return _kept_loops(model)
+
+
+def _loop_fallbacks(target: Target) -> list[ir.passes.PassBase]:
+    """For a target without Loop, what takes the Loops unrolling leaves: the batched body,
+    else a Scan where the target has one."""
+    from passes.loops_to_scans import LoopsToScansPass
+    from passes.vectorize_loops import VectorizeLoopsPass
+
+    if "Loop" not in target.lacks:
+        return []
+    scans = [LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))] if "Scan" not in target.lacks else []
+    return [VectorizeLoopsPass(), *scans]
+
+
+def _kept_loops(model: ir.Model) -> dict[str, str]:
+    """The recorded reason of every Loop still in ``model``, by node label."""
+    from passes.loops_to_scans import LOOP_REASONS_KEY
+
+    reasons = model.meta.get(LOOP_REASONS_KEY, {})
+    remaining = {node_label(n) for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Loop"}
+    return {k: reasons[k] for k in sorted(remaining & set(reasons))}
 
 
 def _forget_impossible_dims(model: ir.Model) -> None:

@@ -61,7 +61,7 @@ class _OpenVINO:
         # that feeds an output directly (quirk "input-renamed"); a port keeps every name.
         request = {}
         for port in compiled.inputs:
-            hit = next((n for n in names if n in port.get_names()), None)
+            hit = _fed(port, names)
             if hit is None:
                 raise KeyError(f"no input fed for OpenVINO's input {sorted(port.get_names())}")
             request[port] = feeds[hit]
@@ -71,13 +71,14 @@ class _OpenVINO:
 
     def _static(self, data: bytes, names: list[str], feeds: dict[str, Any]) -> Any:
         model = self.core.read_model(model=data)
-        shapes = {}
-        for port in model.inputs:
-            hit = next((n for n in names if n in port.get_names()), None)
-            if hit is not None:
-                shapes[port] = list(np.shape(feeds[hit]))
+        shapes = {port: list(np.shape(feeds[hit])) for port in model.inputs if (hit := _fed(port, names)) is not None}
         model.reshape(shapes)
         return self.core.compile_model(model, "CPU")
+
+
+def _fed(port: Any, names: list[str]) -> str | None:
+    """The feed name among ``names`` that an OpenVINO port answers to."""
+    return next((n for n in names if n in port.get_names()), None)
 
 
 class _Tract:
