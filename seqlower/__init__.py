@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from seqlower.errors import ExecutionError, ModelError, SeqlowerError
+from seqlower.errors import ExecutionError, ModelError, ModelWarning, SeqlowerError
 from seqlower.model_io import load_model, read_model_proto, save_model
 from seqlower.pipeline import LowerOptions, LowerReport, lower, lower_with_report
 
 __all__ = [
     "ExecutionError",
     "ModelError",
+    "ModelWarning",
     "SeqlowerError",
     "__version__",
     "LowerOptions",

@@ -6,16 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import tempfile
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from seqlower import __version__
-from seqlower.errors import SeqlowerError
+from seqlower.errors import ModelWarning, SeqlowerError
 
 __all__ = ["main", "build_parser"]
 
@@ -281,7 +283,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_lower(args: argparse.Namespace) -> int:
-    from seqlower.model_io import load_model, save_model, to_proto
+    from seqlower.model_io import check_model, load_model, read_model_proto, stage_model, weightless_proto
     from seqlower.pipeline import LowerOptions, lower_with_report
 
     src, dst = Path(args.model), Path(args.output)
@@ -290,36 +292,48 @@ def _cmd_lower(args: argparse.Namespace) -> int:
     model = load_model(src)
     lowered, report = lower_with_report(model, LowerOptions(max_unroll=args.max_unroll,
                                                             keepdims_policy=args.keepdims_policy, target=args.target))
-    verdict = None
-    if args.verify:
-        from seqlower.executor import parse_dims, verify
-
-        verdict = verify(str(src), to_proto(lowered), samples=args.samples, seed=args.seed,
-                         dims=parse_dims(args.dim), seq_len=args.seq_len, backend=args.backend,
-                         keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level)
     from seqlower.targets import load_target, target_gaps
 
     target = load_target(args.target)
-    gaps = target_gaps(to_proto(lowered), target, report.kept_loops)
-    doc = report.to_json()
-    doc["target"] = {"name": target.name, "gaps": [g.to_json() for g in gaps]}
-    if verdict is not None:
-        doc["verify"] = verdict.to_json()
-    # The report is staged first and committed after the model: a report that cannot be
-    # written leaves no model behind, and a model that cannot be written no report.
-    staged = _stage_text(Path(args.report), json.dumps(doc, indent=2) + "\n") if args.report else None
-    existed = dst.exists()
+    gaps = target_gaps(weightless_proto(lowered), target, report.kept_loops)
+    # The model is written whole beside its destination first, so that the check and
+    # --verify see it with its weights exactly where they will be; then renamed in place.
+    staged = stage_model(lowered, dst)
     try:
-        if verdict is None or verdict.equivalent:
-            save_model(lowered, dst)
-        if staged is not None:
-            _commit_text(Path(args.report), staged)
-    except BaseException:
-        if staged is not None:
-            _unlink_quietly(staged)
-        if not existed and (verdict is None or verdict.equivalent):
-            _unlink_quietly(dst)
-        raise
+        if staged.external_data:
+            check_model(read_model_proto(staged.path, load_external_data=False, check=False), str(dst),
+                        base_dir=str(staged.folder), what="fails the ONNX checker")
+        verdict = None
+        if args.verify:
+            from seqlower.executor import parse_dims, verify
+
+            with warnings.catch_warnings():
+                # The source warned when it was loaded; the staged copy inherits the same.
+                warnings.simplefilter("ignore", ModelWarning)
+                verdict = verify(str(src), str(staged.path), samples=args.samples, seed=args.seed,
+                                 dims=parse_dims(args.dim), seq_len=args.seq_len, backend=args.backend,
+                                 keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level)
+        doc = report.to_json()
+        doc["target"] = {"name": target.name, "gaps": [g.to_json() for g in gaps]}
+        if verdict is not None:
+            doc["verify"] = verdict.to_json()
+        # The report is staged first and committed after the model: a report that cannot
+        # be written leaves no model behind, and a model that cannot be written no report.
+        staged_report = _stage_text(Path(args.report), json.dumps(doc, indent=2) + "\n") if args.report else None
+        existed = dst.exists()
+        try:
+            if verdict is None or verdict.equivalent:
+                staged.commit()
+            if staged_report is not None:
+                _commit_text(Path(args.report), staged_report)
+        except BaseException:
+            if staged_report is not None:
+                _unlink_quietly(staged_report)
+            if not existed and (verdict is None or verdict.equivalent):
+                _unlink_quietly(dst)
+            raise
+    finally:
+        staged.discard()
     _print_lower(report, verdict, src, dst)
     if verdict is not None and not verdict.equivalent:
         return EXIT_FAIL
@@ -365,16 +379,23 @@ def _write_text_atomically(path: Path, text: str) -> None:
 
 
 def _stage_text(path: Path, text: str) -> str:
-    """``text`` in a temporary file beside ``path`` (its name), to be committed later."""
+    """``text`` in a temporary file beside ``path`` (its name), to be committed later.
+    Created with the user's umask, as the file it becomes should be."""
     folder = path.parent if str(path.parent) else Path(".")
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+        for _ in range(100):
+            tmp = str(folder / f".{path.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                break
+            except FileExistsError:
+                continue
         with os.fdopen(fd, "w") as f:
             f.write(text)
         return tmp
     except OSError as e:
-        if tmp is not None:
+        if tmp is not None and os.path.exists(tmp):
             _unlink_quietly(tmp)
         raise SeqlowerError(f"{path}: cannot write the report ({e.strerror or e})") from None
 
@@ -553,6 +574,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+        # A model read several times (verify, inspect) warns once.
+        if str(message) not in shown:
+            shown.add(str(message))
+            print(f"seqlower: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ModelWarning)
+        warnings.showwarning = show
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except SeqlowerError as e:

@@ -8,7 +8,7 @@ one-line message naming the file or the node. The CLI prints that line and exits
 
 from __future__ import annotations
 
-__all__ = ["SeqlowerError", "ModelError", "ExecutionError", "describe_node"]
+__all__ = ["SeqlowerError", "ModelError", "ExecutionError", "ModelWarning", "describe_node"]
 
 
 class SeqlowerError(Exception):
@@ -21,6 +21,12 @@ class ModelError(SeqlowerError):
 
 class ExecutionError(SeqlowerError):
     """A model could not be run: a kernel rejected its inputs, or a backend failed."""
+
+
+class ModelWarning(UserWarning):
+    """Something in a model that seqlower accepts but a strict reader would not (a graph
+    input without a shape, as tf2onnx writes them). One line, naming the file; the CLI
+    prints it once as ``seqlower: warning: ...``."""
 
 
 def describe_node(op_type: str, name: str | None, outputs: list[str] | tuple[str, ...] = ()) -> str:

@@ -9,25 +9,32 @@ is complete, so a failed or interrupted write never leaves half a model behind.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from seqlower.errors import ModelError, describe_node
+from seqlower.errors import ModelError, ModelWarning, describe_node
 
 __all__ = [
     "ModelSource",
     "read_model_proto",
     "load_model",
     "save_model",
+    "stage_model",
+    "StagedModel",
+    "check_model",
+    "weightless_proto",
     "to_proto",
     "PROTOBUF_LIMIT",
 ]
@@ -175,7 +182,8 @@ def read_model_proto(
         raise ModelError(f"{label}: not an ONNX model (no IR version)")
     _check_external_data(proto, base_dir, label)
     if check:
-        _run_checker(proto if base_dir is None else os.fspath(source), label)
+        for warning in _run_checker(proto, label, base_dir):
+            warnings.warn(ModelWarning(warning), stacklevel=2)
         _check_structure(proto, label)
         _check_types(proto, label)
     if load_external_data and base_dir is not None:
@@ -186,17 +194,181 @@ def read_model_proto(
     return proto
 
 
-def _run_checker(proto: onnx.ModelProto | str, label: str) -> None:
-    # Checked before external data is loaded (the locations were validated above), by
-    # path when there is one: the checker resolves external files against the model's
-    # folder then, and never needs the weights in memory.
+# Checker complaints onnxruntime does not share: exporters (tf2onnx) write graph inputs
+# and outputs without a shape when they do not know the rank, and onnxruntime runs them.
+_LENIENT_COMPLAINTS = (re.compile(r"Field 'shape' of 'type' is required but missing"),)
+
+# External tensors up to this size are read for the checker: shape inference reads
+# constant shapes, axes and sizes, which are small. Larger ones are weights; the checker
+# gets them with empty data (it does not size raw data, and inference never reads them).
+_CHECK_READS_BYTES = 1 << 20
+
+
+def _first_line(e: BaseException) -> str:
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+
+
+def _run_checker(proto: onnx.ModelProto, label: str, base_dir: str | None, *, full: bool = False,
+                 what: str = "invalid model") -> list[str]:
+    """onnx's checker (and with ``full`` its strict shape inference) with external data
+    resolved against ``base_dir``, whatever the working directory, and without reading
+    weights (see ``_weights_as_placeholders``).
+
+    Returns the warnings for what is accepted although the checker refuses it.
+    Raises ModelError for anything else.
+    """
+    found: list[str] = []
+    with _weights_as_placeholders(proto, base_dir) as check:
+        try:
+            try:
+                check(proto, full)
+                return found
+            except onnx.checker.ValidationError as e:
+                if not any(c.search(_first_line(e)) for c in _LENIENT_COMPLAINTS):
+                    raise
+            shapeless = _shapeless_boundary(proto)
+            found.append(f"{label}: graph {'inputs/outputs' if len(shapeless) > 1 else 'input/output'} "
+                         f"{', '.join(repr(v.name) for v in shapeless)} declare no shape (rank unknown); "
+                         "accepted, as onnxruntime does")
+            with _placeholder_shapes(shapeless):
+                check(proto, False)
+            if full:
+                onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+            raise ModelError(f"{label}: {what}: {_first_line(e)}") from None
+        except ValueError as e:  # protobuf size limits
+            raise ModelError(f"{label}: {what}: {str(e).splitlines()[0]}") from None
+    return found
+
+
+def _shapeless_boundary(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    return [v for v in (*proto.graph.input, *proto.graph.output)
+            if v.type.WhichOneof("value") == "tensor_type" and not v.type.tensor_type.HasField("shape")]
+
+
+@contextlib.contextmanager
+def _placeholder_shapes(values: list[onnx.ValueInfoProto]) -> Iterator[None]:
+    """For the plain checker only (it looks at the presence of a shape, not at it)."""
+    for v in values:
+        v.type.tensor_type.shape.SetInParent()
     try:
-        onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as e:
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid")
-        raise ModelError(f"{label}: invalid model: {first}") from None
-    except ValueError as e:  # protobuf size limits
-        raise ModelError(f"{label}: invalid model: {str(e).splitlines()[0]}") from None
+        yield
+    finally:
+        for v in values:
+            v.type.tensor_type.ClearField("shape")
+
+
+_PLACEHOLDER = "seqlower.placeholder"
+
+
+@contextlib.contextmanager
+def _weights_as_placeholders(proto: onnx.ModelProto, base_dir: str | None) -> Iterator[Callable[[onnx.ModelProto, bool], None]]:
+    """Yields a checker for ``proto`` that reads no weights and needs no file of the
+    model's: for the duration, small external tensors are made inline with their data
+    (shape inference reads constant shapes, axes and sizes), and every other external
+    tensor points into one sparse placeholder file in a temporary folder, where the
+    checker (which resolves locations against the working directory in memory, and
+    wants the bytes to exist) is then run by path. Restored afterwards."""
+    saved: list[tuple[onnx.TensorProto, list[tuple[str, str]]]] = []
+    longest = 0
+    tmp: str | None = None
+    try:
+        for tensor in iter_tensor_protos(proto):
+            if tensor.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            info = [(e.key, e.value) for e in tensor.external_data]
+            saved.append((tensor, info))
+            keys = dict(info)
+            length = _data_bytes(tensor)
+            data = None
+            if keys.get("location") != _PLACEHOLDER and length is not None and length <= _CHECK_READS_BYTES:
+                data = _read_external(base_dir, keys, length)
+            del tensor.external_data[:]
+            if data is not None:
+                tensor.data_location = onnx.TensorProto.DEFAULT
+                tensor.raw_data = data
+            else:
+                size = length if length is not None else int(keys.get("length") or 0)
+                for key, value in (("location", _PLACEHOLDER), ("offset", "0"), ("length", str(size))):
+                    entry = tensor.external_data.add()
+                    entry.key, entry.value = key, value
+                longest = max(longest, size)
+
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t, _ in saved):
+            tmp = tempfile.mkdtemp(prefix="seqlower-check-")
+            with open(os.path.join(tmp, _PLACEHOLDER), "wb") as f:
+                f.truncate(longest)  # sparse: no disk, no memory
+            path = os.path.join(tmp, "model.onnx")
+
+            def check(p: onnx.ModelProto, full: bool) -> None:
+                with open(path, "wb") as f:
+                    f.write(p.SerializeToString())
+                onnx.checker.check_model(path, full_check=full)
+        else:
+            def check(p: onnx.ModelProto, full: bool) -> None:
+                onnx.checker.check_model(p, full_check=full)
+
+        yield check
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for tensor, info in saved:
+            tensor.ClearField("raw_data")
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in info:
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
+
+
+def _read_external(base_dir: str | None, keys: dict[str, str], length: int) -> bytes | None:
+    if base_dir is None:
+        return None
+    try:
+        with open(os.path.join(base_dir, keys["location"]), "rb") as f:
+            f.seek(int(keys.get("offset") or 0))
+            data = f.read(length)
+    except (OSError, KeyError, ValueError):
+        return None
+    return data if len(data) == length else None
+
+
+def check_model(model: ir.Model | onnx.ModelProto, label: str, *, base_dir: str | None = None,
+                what: str = "invalid model") -> list[str]:
+    """The full check (checker and strict shape inference) of a model in memory, external
+    data resolved against ``base_dir``; an ``ir.Model`` is checked without serializing its
+    weights (``weightless_proto``). Returns warnings for what is accepted all the same."""
+    proto = model if isinstance(model, onnx.ModelProto) else weightless_proto(model)
+    return _run_checker(proto, label, base_dir, full=True, what=what)
+
+
+def weightless_proto(model: ir.Model) -> onnx.ModelProto:
+    """The model as a proto whose initializers past ``_CHECK_READS_BYTES`` are references
+    to a placeholder file: for the checker, inference and inventories, which never read
+    weights, so a model over protobuf's 2 GiB, or with external weights anywhere, can be
+    looked at. Small external tensors are read where their file is found."""
+    swapped: list[tuple[ir.Value, object]] = []
+    try:
+        for graph in model.graphs():
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if tensor is None:
+                    continue
+                stand_in: object = ir.ExternalTensor(_PLACEHOLDER, 0, tensor.nbytes, tensor.dtype,
+                                                     shape=tensor.shape, name=value.name or "")
+                if tensor.nbytes <= _CHECK_READS_BYTES:
+                    if not isinstance(tensor, ir.ExternalTensor):
+                        continue
+                    try:
+                        stand_in = ir.Tensor(tensor.numpy(), name=value.name)
+                    except OSError:  # a proto loaded without its folder: nothing to read
+                        pass
+                swapped.append((value, tensor))
+                value.const_value = stand_in
+        return ir.serde.serialize_model(model)
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
 
 
 def _check_types(proto: onnx.ModelProto, label: str) -> None:
@@ -343,39 +515,90 @@ def _initializer_bytes(model: ir.Model) -> int:
     return total
 
 
-def save_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> None:
-    """Write atomically. Models whose weights do not fit protobuf's 2 GiB, or whose
-    weights were external on input, get their weights in ``<file>.data`` beside them."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+class StagedModel:
+    """A model written completely beside its destination, not yet in place.
+
+    The model (and its ``<name>.data`` when it has external weights) sit in a hidden
+    temporary folder inside the destination's folder, so ``path`` can be checked and
+    run with its weights resolved exactly as they will be, and ``commit`` only renames.
+    Files get the user's umask (0644 under umask 022), as any tool's output does.
+    """
+
+    def __init__(self, destination: Path, folder: Path, files: list[str]) -> None:
+        self.destination = destination
+        self.folder = folder
+        self.files = files  # the model file last: it is what makes the rest visible
+        self.path = folder / destination.name
+
+    @property
+    def external_data(self) -> str | None:
+        return next((f for f in self.files if f != self.destination.name), None)
+
+    def commit(self) -> None:
+        try:
+            for name in self.files:
+                os.replace(self.folder / name, self.destination.parent / name)
+        except OSError as e:
+            raise ModelError(f"{self.destination}: cannot write ({e.strerror or e})") from None
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> StagedModel:
+    """Write ``model`` for ``path`` into a temporary folder beside it (see StagedModel).
+    Models whose weights do not fit protobuf's 2 GiB, or whose weights were external on
+    input, get their weights in ``<name>.data``; the input's files are only read."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ModelError(f"{path}: output folder {str(folder)!r} does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder))
     except OSError as e:
         raise ModelError(f"{path}: cannot write ({e.strerror or e})") from None
+    staged = StagedModel(path, tmp, [path.name])
     try:
         if isinstance(model, ir.Model) and (_has_external(model) or _initializer_bytes(model) > PROTOBUF_LIMIT):
             data_name = path.name + ".data"
-            ir.save(model, tmp, external_data=data_name)
+            # Tensors under 1 KiB stay inline, as onnx.save does: shapes and axes stay readable.
+            ir.save(model, staged.path, external_data=data_name, size_threshold_bytes=1024)
+            if (tmp / data_name).exists() and (tmp / data_name).stat().st_size:
+                staged.files.insert(0, data_name)
+            else:
+                _unlink_quietly(tmp / data_name)
         else:
-            proto = to_proto(model)
-            data = proto.SerializeToString(deterministic=True)
-            with open(tmp, "wb") as f:
+            data = to_proto(model).SerializeToString(deterministic=True)
+            with open(staged.path, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-        os.replace(tmp, path)
+        mode = 0o666 & ~_umask()
+        for name in staged.files:
+            os.chmod(tmp / name, mode)
+        return staged
     except OSError as e:
-        _unlink_quietly(tmp)
+        staged.discard()
         raise ModelError(f"{path}: cannot write ({e.strerror or e})") from None
     except BaseException:
-        _unlink_quietly(tmp)
+        staged.discard()
         raise
 
 
-def _unlink_quietly(p: str) -> None:
+def save_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> None:
+    """Write atomically (see ``stage_model``)."""
+    stage_model(model, path).commit()
+
+
+def _unlink_quietly(p: str | os.PathLike) -> None:
     try:
         os.unlink(p)
     except OSError:

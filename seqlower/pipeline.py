@@ -16,7 +16,7 @@ import onnx_ir as ir
 from seqlower.analysis import Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
-from seqlower.model_io import to_proto
+from seqlower.model_io import check_model, to_proto, weightless_proto
 
 if TYPE_CHECKING:
     from seqlower.targets import Target
@@ -168,8 +168,9 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     report.kept_loops = _kept_loops(model)
-    proto = to_proto(model)
-    _check(proto)
+    proto = weightless_proto(model)
+    # Shapeless graph inputs/outputs come from the input model (warned about there).
+    check_model(proto, "the lowered model", what="fails the ONNX checker")
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
@@ -274,20 +275,20 @@ def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
     return why
 
 
-def lower(model: onnx.ModelProto | ir.Model, **kwargs: Any) -> onnx.ModelProto | ir.Model:
-    """Lower a model; returns the same kind it was given (ModelProto or onnx_ir.Model)."""
+def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **kwargs: Any) -> onnx.ModelProto | ir.Model:
+    """Lower a model; returns the same kind it was given (ModelProto or onnx_ir.Model).
+
+    A model with external data needs none of it to be lowered: weights are passed through
+    untouched (they stay external, with their locations). ``base_dir``, the folder the
+    model was loaded from, lets small external constants (split sizes, positions) be read
+    and folded; without it they are treated as known only at run time.
+    """
     as_proto = isinstance(model, onnx.ModelProto)
     ir_model = ir.serde.deserialize_model(model) if as_proto else model
+    if base_dir is not None:
+        ir.external_data.set_base_dir(ir_model.graph, base_dir)
     out, _ = lower_with_report(ir_model, LowerOptions(**kwargs))
     return to_proto(out) if as_proto else out
-
-
-def _check(proto: onnx.ModelProto) -> None:
-    try:
-        onnx.checker.check_model(proto, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid")
-        raise ModelError(f"the lowered model fails the ONNX checker: {first}") from None
 
 
 def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:
