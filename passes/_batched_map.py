@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import inline_map_body
-from passes._tensor_ops import Ops
+from seqlower.passes._rewrite import inline_map_body
+from seqlower.passes._tensor_ops import Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope
-from passes._tensor_ops import INT64, Ops
+from seqlower.passes._rewrite import Scope
+from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.builder import Builder, NameAuthority
 
 __all__ = ["zero_trip_guard"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope, rewrite_each_node, take_places
+from seqlower.passes._rewrite import Scope, rewrite_each_node, take_places
 from seqlower.analysis import is_default_domain
 from seqlower.builder import Builder, NameAuthority
 

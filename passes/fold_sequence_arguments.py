@@ -25,7 +25,7 @@ import onnx
 import onnx_ir as ir
 from onnx.reference import ReferenceEvaluator
 
-from passes._rewrite import Scope, rewrite_each_node
+from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 

@@ -19,7 +19,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_record, subgraph_scopes, walk_scopes
+from seqlower.passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_record, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, analyze, const_array, const_position, is_default_domain, node_label
 from seqlower.builder import NameAuthority
 from seqlower.errors import ModelError

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from passes._rewrite import Scope, rewrite_each_node, take_places
-from passes._tensor_ops import Ops
-from passes._zero_trips import zero_trip_guard
-from passes.loops_to_scans import carries_one_shape
+from seqlower.passes._rewrite import Scope, rewrite_each_node, take_places
+from seqlower.passes._tensor_ops import Ops
+from seqlower.passes._zero_trips import zero_trip_guard
+from seqlower.passes.loops_to_scans import carries_one_shape
 from seqlower.analysis import const_array, is_default_domain, model_input_dims
 from seqlower.builder import NameAuthority
 

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
+from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError

@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope, rewrite_each_node, take_places
-from passes._zero_trips import zero_trip_guard
-from passes._tensor_ops import INT64, Ops
+from seqlower.passes._rewrite import Scope, rewrite_each_node, take_places
+from seqlower.passes._zero_trips import zero_trip_guard
+from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, model_input_dims, node_label
 from seqlower.builder import Builder, NameAuthority
 

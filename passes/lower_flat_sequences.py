@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import (
+from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
     append_once,
@@ -67,7 +67,7 @@ from seqlower.analysis import (
     node_label,
     unchanged_split_source,
 )
-from passes._tensor_ops import INT64, Ops
+from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.builder import Builder, NameAuthority
 from seqlower.errors import ModelError
 

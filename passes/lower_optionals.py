@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import (
+from seqlower.passes._rewrite import (
     OPTIONAL_SEQUENCES_KEY,
     REPORT_KEY,
     Scope,

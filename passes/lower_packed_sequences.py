@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
-from passes._rewrite import (
+from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
     append_once,
@@ -39,8 +39,8 @@ from passes._rewrite import (
     walk_scopes,
     write_abi,
 )
-from passes._batched_map import batched_plan, run_batched
-from passes._tensor_ops import INT64, MAX_INT64, Ops
+from seqlower.passes._batched_map import batched_plan, run_batched
+from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
     Analysis,
     analyze,

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import (
+from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
     inline_graph,

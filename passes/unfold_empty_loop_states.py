@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope, rewrite_each_node
-from passes._tensor_ops import INT64, Ops
+from seqlower.passes._rewrite import Scope, rewrite_each_node
+from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
-from passes._tensor_ops import Ops
-from passes.loops_to_scans import LOOP_REASONS_KEY
+from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
+from seqlower.passes._tensor_ops import Ops
+from seqlower.passes.loops_to_scans import LOOP_REASONS_KEY
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
 from seqlower.builder import NameAuthority
 

@@ -64,17 +64,17 @@ MAX_ROUNDS = 16
 def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
     """The passes, in order: rounds of (infer, fold, lower Unrolled, clean up) to a
     fixpoint, then a final shape inference so every value is typed."""
-    from passes.clean_up_graph import CleanUpGraphPass
-    from passes.fold_sequence_arguments import FoldSequenceArgumentsPass
-    from passes.fold_sequence_constants import FoldSequenceConstantsPass
-    from passes.infer_sequence_shapes import InferSequenceShapesPass
-    from passes.lower_cumsum import LowerCumSumPass
-    from passes.lower_flat_sequences import LowerFlatSequencesPass
-    from passes.lower_optionals import LowerOptionalsPass
-    from passes.lower_packed_sequences import LowerPackedSequencesPass
-    from passes.lower_reverse_sequence import LowerReverseSequencePass
-    from passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
-    from passes.unroll_loops import UnrollLoopsPass
+    from seqlower.passes.clean_up_graph import CleanUpGraphPass
+    from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
+    from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.lower_cumsum import LowerCumSumPass
+    from seqlower.passes.lower_flat_sequences import LowerFlatSequencesPass
+    from seqlower.passes.lower_optionals import LowerOptionalsPass
+    from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
+    from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
+    from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
+    from seqlower.passes.unroll_loops import UnrollLoopsPass
     from seqlower.targets import load_target
 
     target = load_target(options.target)
@@ -104,27 +104,27 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
         steps=MAX_ROUNDS,
         early_stop=True,
     )
-    from passes.carry_string_scans import CarryStringScansPass
+    from seqlower.passes.carry_string_scans import CarryStringScansPass
 
     # onnxruntime stacks string scan outputs wrong; every target gets them carried.
     final: list[ir.passes.PassBase] = [CarryStringScansPass()]
     if "empty-constant-loop-state" in dict(target.quirks):
-        from passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
+        from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 
         final += [UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state), UnfoldEmptyLoopStatesPass()]
     if "loop-assumes-an-iteration" in dict(target.quirks):
-        from passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
+        from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 
         final.append(GuardZeroTripLoopsPass())
     if "split-tuple-output" in dict(target.quirks):
-        from passes.separate_tuple_outputs import SeparateTupleOutputsPass
+        from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 
         final.append(SeparateTupleOutputsPass())
     if final:
         final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
-        from passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
+        from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 
         final.append(ForgetIntermediateShapesPass())
     return [rounds, *final]
@@ -158,7 +158,7 @@ def check_nesting(model: ir.Model) -> None:
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
     options = options or LowerOptions()
     check_nesting(model)
-    from passes._rewrite import NOTES_KEY, REPORT_KEY  # passes import seqlower: import them late
+    from seqlower.passes._rewrite import NOTES_KEY, REPORT_KEY  # passes import seqlower: import them late
 
     report = LowerReport()
     model.meta[REPORT_KEY] = []
@@ -193,8 +193,8 @@ def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAU
     """Why each Loop of ``model`` stays for a target without Loop, as ``lower`` says it:
     for ``check --target`` on a model lowered before. The Loop passes ``lower`` would
     run for the target run on ``model`` (changed in place: give it a copy)."""
-    from passes.infer_sequence_shapes import InferSequenceShapesPass
-    from passes.unroll_loops import UnrollLoopsPass
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.unroll_loops import UnrollLoopsPass
     from seqlower.targets import load_target
 
     target = load_target(target_name)
@@ -207,8 +207,8 @@ def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAU
 def _loop_fallbacks(target: Target) -> list[ir.passes.PassBase]:
     """For a target without Loop, what takes the Loops unrolling leaves: the batched body,
     else a Scan where the target has one."""
-    from passes.loops_to_scans import LoopsToScansPass
-    from passes.vectorize_loops import VectorizeLoopsPass
+    from seqlower.passes.loops_to_scans import LoopsToScansPass
+    from seqlower.passes.vectorize_loops import VectorizeLoopsPass
 
     if "Loop" not in target.lacks:
         return []
@@ -218,7 +218,7 @@ def _loop_fallbacks(target: Target) -> list[ir.passes.PassBase]:
 
 def _kept_loops(model: ir.Model) -> dict[str, str]:
     """The recorded reason of every Loop still in ``model``, by node label."""
-    from passes.loops_to_scans import LOOP_REASONS_KEY
+    from seqlower.passes.loops_to_scans import LOOP_REASONS_KEY
 
     reasons = model.meta.get(LOOP_REASONS_KEY, {})
     remaining = {node_label(n) for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Loop"}
@@ -294,7 +294,7 @@ def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **k
 def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:
     """Every sequence value's SeqInfo and what the lowering will do with it (for
     ``seqlower inspect``). Shapes are inferred on ``model`` first (in place)."""
-    from passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 
     options = options or LowerOptions()
     check_nesting(model)

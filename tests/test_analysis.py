@@ -14,7 +14,7 @@ from tests.helpers import BOOL, FLOAT, INT64, body, const, model, seq, t
 
 def _analyze(m, **kw):
     irm = ir.serde.deserialize_model(m)
-    from passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 
     InferSequenceShapesPass()(irm)
     a = analyze(irm, **kw)

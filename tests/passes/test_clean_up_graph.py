@@ -7,7 +7,7 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from passes.clean_up_graph import CleanUpGraphPass
+from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.model_io import to_proto
 from tests.helpers import BOOL, FLOAT, INT64, body, const, model, t
 

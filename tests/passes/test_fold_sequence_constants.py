@@ -7,14 +7,14 @@ import onnx_ir as ir
 import pytest
 from onnx import helper
 
-from passes.fold_sequence_constants import FoldSequenceConstantsPass, reverse_sequence
+from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass, reverse_sequence
 from seqlower.errors import ModelError
 from tests.helpers import FLOAT, INT64, const, lower_checked, model, ops_of, seq, t
 
 
 def _run(m):
     irm = ir.serde.deserialize_model(m)
-    from passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 
     InferSequenceShapesPass()(irm)
     result = FoldSequenceConstantsPass()(irm)

@@ -29,7 +29,7 @@ def test_a_growing_loop_is_guarded_and_runs_no_iteration_on_openvino():
 def test_without_the_guard_openvino_fails_after_no_iteration():
     # The quirk itself (fixed upstream, this test fails and the guard can go).
     low, _ = lower_checked(growing_loop_model(), inputs=[{"x": np.ones((2, 3), np.float32)}], target="onnxruntime")
-    from passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass
+    from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass
     from seqlower import load_model
     from seqlower.model_io import to_proto
 

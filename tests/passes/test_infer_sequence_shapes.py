@@ -7,7 +7,7 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from passes.infer_sequence_shapes import InferSequenceShapesPass, refine_shape
+from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass, refine_shape
 from seqlower.model_io import to_proto
 from tests.helpers import FLOAT, const, model, seq, t
 

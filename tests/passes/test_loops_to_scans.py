@@ -171,7 +171,7 @@ def test_nested_loops_both_become_scans_but_not_for_tract():
     _, report = lower_with_report(load_model(m), LowerOptions(target="tract"))
     assert report.kept_loops == {"Loop node 'rows'": "it cannot be a Scan: its body holds a Scan, and the target runs a Scan inside a Scan wrong"}
     # Where the target has no such quirk, both become Scans.
-    from passes.loops_to_scans import LoopsToScansPass
+    from seqlower.passes.loops_to_scans import LoopsToScansPass
 
     nested = to_proto(LoopsToScansPass(nested=True)(load_model(m)).model)
     assert ops_of(nested).count("Scan") == 2 and "Loop" not in ops_of(nested)
