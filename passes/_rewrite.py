@@ -96,8 +96,10 @@ def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthor
     ir.convenience.replace_all_uses_with(old, new)
 
 
-def rewrite_record(node: ir.Node, scope: Scope, into: str, how: str) -> dict[str, str]:
-    return {"op": node.op_type, "node": node_label(node), "graph": scope.label, "into": into, "how": how}
+def rewrite_record(node: ir.Node, scope: Scope, into: str, how: str, label: str | None = None) -> dict[str, str]:
+    """``label``: the node's label taken before a rule renamed its outputs, so the report
+    names the node as ``inspect`` and ``check`` do on the input model."""
+    return {"op": node.op_type, "node": label or node_label(node), "graph": scope.label, "into": into, "how": how}
 
 
 def inline_graph(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], b: Builder, names: NameAuthority, i: int | str) -> dict[ir.Value, ir.Value]:
@@ -288,9 +290,10 @@ def rewrite_each_node(
         for node in list(scope.graph):
             for sub in subgraph_scopes(node, scope):
                 walk(sub)
+            label = node_label(node)
             done = rewrite(node, scope, names)
             if done is not None:
-                records.append(rewrite_record(node, scope, *done))
+                records.append(rewrite_record(node, scope, *done, label))
 
     for scope in walk_scopes(model):
         walk(scope)

@@ -141,8 +141,9 @@ class _Lowerer:
             rule = RULES.get(node.op_type)
             assert rule is not None, f"no Flat rule for {node_label(node)}"
             b = scope.builder(node, self.names)
+            label = node_label(node)
             how = rule(self, node, Ops(b), scope)
-            self.records.append(rewrite_record(node, scope, "flat", how))
+            self.records.append(rewrite_record(node, scope, "flat", how, label))
             lowered.append(node)
             self.modified = True
         if lowered:

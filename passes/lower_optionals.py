@@ -105,8 +105,9 @@ class _Lowerer:
                 for sub in subgraph_scopes(node, scope):
                     self.graph(sub)
                 continue
+            label = node_label(node)
             how = rule(self, node, scope.builder(node, self.names), scope)
-            self.records.append(rewrite_record(node, scope, "present + payload", how))
+            self.records.append(rewrite_record(node, scope, "present + payload", how, label))
             lowered.append(node)
         if lowered:
             self.dead.append((scope.graph, lowered))

@@ -119,8 +119,9 @@ class _Lowerer:
                 continue
             rule = RULES.get(node.op_type)
             assert rule is not None, f"no packed rule for {node_label(node)}"
+            label = node_label(node)
             how = rule(self, node, Ops(scope.builder(node, self.names)), scope)
-            self.records.append(rewrite_record(node, scope, self.kind(self._first_seq(node)), how))
+            self.records.append(rewrite_record(node, scope, self.kind(self._first_seq(node)), how, label))
             lowered.append(node)
             self.modified = True
         if lowered:

@@ -132,8 +132,9 @@ class _Lowerer:
             if rule is None:  # the analysis only unrolls webs whose every user has a rule
                 raise AssertionError(f"no Unrolled rule for {node_label(node)}")
             b = scope.builder(node, self.names)
+            label = node_label(node)
             how = rule(self, node, b, scope)
-            self.records.append(rewrite_record(node, scope, "unrolled", how))
+            self.records.append(rewrite_record(node, scope, "unrolled", how, label))
             lowered.append(node)
             self.modified = True
         if lowered:

@@ -1,10 +1,13 @@
-"""seqlower: lower ONNX sequence ops into tensor-only models, and prove it."""
+"""seqlower: lower ONNX sequence ops into tensor-only models, and prove it.
+
+Names are imported on first use: ``seqlower --help`` and ``import seqlower.errors`` do
+not load onnx, numpy or the passes.
+"""
 
 from __future__ import annotations
 
-from seqlower.errors import ExecutionError, ModelError, ModelWarning, SeqlowerError
-from seqlower.model_io import load_model, read_model_proto, save_model
-from seqlower.pipeline import LowerOptions, LowerReport, lower, lower_with_report
+import importlib
+from typing import Any
 
 __all__ = [
     "ExecutionError",
@@ -22,3 +25,30 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_HOME = {
+    "ExecutionError": "seqlower.errors",
+    "ModelError": "seqlower.errors",
+    "ModelWarning": "seqlower.errors",
+    "SeqlowerError": "seqlower.errors",
+    "LowerOptions": "seqlower.pipeline",
+    "LowerReport": "seqlower.pipeline",
+    "lower": "seqlower.pipeline",
+    "lower_with_report": "seqlower.pipeline",
+    "load_model": "seqlower.model_io",
+    "read_model_proto": "seqlower.model_io",
+    "save_model": "seqlower.model_io",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'seqlower' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -25,7 +25,7 @@ __all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "build_p
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_UNROLL = 64
+from seqlower.options import DEFAULT_MAX_UNROLL  # noqa: E402
 
 
 @dataclass
@@ -306,11 +306,15 @@ def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> 
         for v in web.values:
             info = analysis.info.get(v)
             producer = v.producer()
+            feeds = [u for u in (producer.inputs if producer is not None else []) if u is not None and u in analysis.info]
             out.append(
                 {
                     "name": v.name,
                     "graph": analysis.graph_of.get(v, "?"),
                     "producer": node_label(producer) if producer is not None else "graph input",
+                    "op": producer.op_type if producer is not None else None,
+                    # The sequences its producer reads, as (graph, name): the web's edges.
+                    "from": [[analysis.graph_of.get(u, "?"), u.name] for u in feeds],
                     "web": webs[id(web)],
                     "info": info.to_json() if info is not None else None,
                     "lowering": _lowering_label(web, analysis.layout_of.get(v), analysis.stacked_shape.get(v), analysis.ragged.get(v)),

@@ -87,10 +87,16 @@ def test_inspect_reports_keepdims_policy_nodes(capsys, tmp_path):
 
 def test_verify_same_model_prints_report(capsys, seq_model):
     code, out, _ = cli(capsys, "verify", seq_model, seq_model)
-    assert code == 0 and "EQUIVALENT (3 of 3 samples compared)" in out and "max abs" in out and "joined" in out
-    code, out, _ = cli(capsys, "verify", seq_model, seq_model, "--json", "--samples", "2")
+    assert code == 0 and "max abs" in out and "joined" in out
+    # By default on both backends.
+    assert ("EQUIVALENT on reference (3 of 3 samples compared) and onnxruntime (3 of 3 samples compared)"
+            in out.splitlines()[-1])
+    code, out, _ = cli(capsys, "verify", seq_model, seq_model, "--json", "--samples", "2", "--backend", "reference")
     doc = json.loads(out)
-    assert doc["equivalent"] and doc["compared"] == 2 and doc["samples"][0]["outputs"][0]["name"] == "joined"
+    assert doc["equivalent"] and doc["compared"] == 2
+    [only] = doc["backends"]
+    assert only["backend"] == "reference" and only["samples"][0]["outputs"][0]["name"] == "joined"
+    assert doc["seqlower_version"] and doc["original"] == str(seq_model) and only["interface_error"] is None
 
 
 def test_verify_different_models_exits_1(capsys, tmp_path, seq_model):

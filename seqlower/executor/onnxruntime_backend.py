@@ -17,7 +17,7 @@ from seqlower.executor._ort_worker import read_msg, write_msg
 
 __all__ = ["OnnxruntimeBackend", "OPT_LEVELS", "WorkerProcess"]
 
-OPT_LEVELS = ("disable", "basic", "extended", "all")
+from seqlower.options import OPT_LEVELS  # noqa: E402
 
 
 class WorkerProcess:

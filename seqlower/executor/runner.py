@@ -15,7 +15,7 @@ from seqlower.model_io import ModelSource, read_model_proto
 
 __all__ = ["BACKENDS", "Executor", "RunResult"]
 
-BACKENDS = ("reference", "onnxruntime", "openvino", "tract")
+from seqlower.options import BACKENDS  # noqa: E402
 
 
 @dataclass

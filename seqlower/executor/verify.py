@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from seqlower.errors import SeqlowerError
+from seqlower.errors import ExecutionError, SeqlowerError
 from seqlower.executor.compare import OutputReport, compare_values
 from seqlower.executor.inputs import DEFAULT_SEQ_LEN, synthesize_inputs
 from seqlower.executor.runner import Executor
@@ -81,11 +81,21 @@ def verify(
     A sample the original rejects says nothing about the lowering and is not counted;
     at least one sample must be compared for the models to be called equivalent.
     """
-    a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
-    b = Executor(
-        lowered, backend=lowered_backend or backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level
-    )
     report = VerifyReport(backend if lowered_backend in (None, backend) else f"{backend} vs {lowered_backend}", [], [])
+    # A model the backend refuses (onnxruntime rejects what the reference runs, such as a
+    # Slice with repeated axes) is not equivalent there: a gate must not pass it.
+    try:
+        a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
+    except ExecutionError as e:
+        report.interface_error = f"{backend} refuses the first model: {e}"
+        return report
+    try:
+        b = Executor(
+            lowered, backend=lowered_backend or backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level
+        )
+    except ExecutionError as e:
+        report.interface_error = f"{lowered_backend or backend} refuses the second model: {e}"
+        return report
     a_in, b_in = [p.name for p in a.inputs], [p.name for p in b.inputs]
     b_out = {p.name for p in b.outputs}
     if sorted(a_in) != sorted(b_in):

@@ -23,7 +23,7 @@ from seqlower.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
 __all__ = ["Gap", "Target", "TARGETS", "load_target", "target_gaps"]
 
 _HERE = Path(__file__).parent
-TARGETS: tuple[str, ...] = tuple(sorted(p.stem for p in _HERE.glob("*.toml")))
+from seqlower.options import TARGETS  # noqa: E402 - one list, read without onnx
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from seqlower.executor.values import TensorSeq, elem_type_of, seq_elem_type, typ
 
 __all__ = ["KernelConfig", "KernelError", "SeqKernel", "KEEPDIMS_POLICIES"]
 
-KEEPDIMS_POLICIES = ("auto", "spec", "onnxruntime")
+from seqlower.options import KEEPDIMS_POLICIES  # noqa: E402
 
 
 class KernelError(ExecutionError):

@@ -1,0 +1,175 @@
+"""``seqlower verify`` and ``seqlower run``, and the comparison ``lower --verify`` makes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from typing import Any
+
+from seqlower.cli._common import EXIT_FAIL, EXIT_OK, Console, nulls, print_table
+from seqlower.errors import SeqlowerError
+
+
+def backends_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The backends to compare on, and notes: ``--backend`` picks one; by default the
+    reference backend and onnxruntime (a model either refuses is not equivalent)."""
+    if args.backend:
+        return [args.backend], []
+    if importlib.util.find_spec("onnxruntime") is None:
+        return ["reference"], ["onnxruntime is not installed: compared on the reference backend only"]
+    return ["reference", "onnxruntime"], []
+
+
+def load_given_inputs(model: str, paths: list[str] | None) -> list[dict[str, Any]] | None:
+    """``--inputs`` files read against ``model``'s inputs, before anything is written: a
+    missing or unreadable file is exit 2."""
+    if not paths:
+        return None
+    from seqlower.executor import Executor, load_inputs
+
+    ports = Executor(model, backend="reference").inputs
+    return [load_inputs(x, ports) for x in paths]
+
+
+class Verdict:
+    """One comparison per backend; equivalent only when every backend says so."""
+
+    def __init__(self, reports: list[Any], notes: list[str]) -> None:
+        self.reports, self.notes = reports, notes
+
+    @property
+    def equivalent(self) -> bool:
+        return bool(self.reports) and all(r.equivalent for r in self.reports)
+
+    @property
+    def compared(self) -> int:
+        return min((r.compared for r in self.reports), default=0)
+
+    def summary(self) -> str:
+        parts = [f"{r.backend} ({r.compared} of {len(r.samples)} samples compared)" for r in self.reports]
+        return f"{'EQUIVALENT' if self.equivalent else 'NOT EQUIVALENT'} on {' and '.join(parts)}"
+
+    def reason(self) -> str:
+        """Why not equivalent, in one line."""
+        for r in self.reports:
+            if r.interface_error:
+                return f"not equivalent on {r.backend}: {r.interface_error}"
+            if r.compared == 0:
+                return f"not proven on {r.backend}: the original rejected every sample"
+            bad = next((s for s in r.samples if s.status not in ("equal", "original failed")), None)
+            if bad is not None:
+                what = bad.error or ", ".join(o.name for o in bad.outputs if not o.ok)
+                return f"not equivalent on {r.backend}: sample {bad.index} ({bad.source}) {bad.status}: {what}"
+        return ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"equivalent": self.equivalent, "compared": self.compared, "notes": self.notes,
+                "backends": [r.to_json() for r in self.reports]}
+
+
+def compare(original: Any, lowered: Any, args: argparse.Namespace, given: list[dict[str, Any]] | None) -> Verdict:
+    from seqlower.executor import parse_dims, verify
+
+    backends, notes = backends_of(args)
+    reports = []
+    for backend in backends:
+        reports.append(verify(original, lowered, inputs=given, samples=args.samples, seed=args.seed,
+                              dims=parse_dims(args.dim), seq_len=args.seq_len, backend=backend,
+                              rtol=getattr(args, "rtol", None), atol=getattr(args, "atol", None),
+                              keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level))
+    return Verdict(reports, notes)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from seqlower import __version__
+
+    verdict = compare(args.original, args.lowered, args, load_given_inputs(args.original, args.inputs))
+    if args.json:
+        doc = {"seqlower_version": __version__, "original": args.original, "lowered": args.lowered,
+               **verdict.to_json()}
+        print(json.dumps(nulls(doc), indent=2))
+    else:
+        print_verdict(verdict, args.original, args.lowered, Console())
+    return EXIT_OK if verdict.equivalent else EXIT_FAIL
+
+
+def print_verdict(verdict: Verdict, a: str, b: str, out: Console) -> None:
+    for report in verdict.reports:
+        out(f"verify {a} vs {b} on {report.backend}")
+        if report.interface_error:
+            out(f"NOT EQUIVALENT: {report.interface_error}")
+            continue
+        for s in report.samples:
+            out(f"sample {s.index} ({s.source}): {s.status}" + (f": {s.error}" if s.error else ""))
+            if s.outputs:
+                rows = [("output", "expected", "actual", "max abs", "max rel", "verdict")]
+                for o in s.outputs:
+                    rows.append((o.name, o.expected, o.actual, f"{o.max_abs:.3g}", f"{o.max_rel:.3g}",
+                                 "ok" if o.ok else "DIFFERENT"))
+                print_table(rows, indent="  ", out=out)
+                for o in s.outputs:
+                    if not o.ok:
+                        out(f"  {o.name}: {o.detail}")
+        for n in report.notes:
+            out(f"note: {n}")
+        if report.compared == 0:
+            out("NOT PROVEN: the original model rejected every sample; give inputs with --inputs")
+    for n in verdict.notes:
+        out(f"note: {n}")
+    out(verdict.summary())
+
+
+# -- run ----------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from seqlower.executor import Executor, describe_value, load_inputs, parse_dims, save_values, synthesize_inputs
+
+    ex = Executor(args.model, backend=args.backend or "reference", keepdims_policy=args.keepdims_policy,
+                  ort_opt_level=args.ort_opt_level, use_abi=not args.raw)
+    if args.inputs and len(args.inputs) > 1:
+        raise SeqlowerError("run takes one --inputs")
+    feeds = (load_inputs(args.inputs[0], ex.inputs) if args.inputs
+             else synthesize_inputs(ex.inputs, args.seed, parse_dims(args.dim), args.seq_len))
+    result = ex.run(feeds)
+    if args.save:
+        save_values(args.save, "input", ex.inputs, [feeds[p.name] for p in ex.inputs])
+        save_values(args.save, "output", ex.outputs, [result.outputs[p.name] for p in ex.outputs])
+    if args.json:
+        print(json.dumps({"outputs": {k: _jsonable(v, np) for k, v in result.outputs.items()}, "notes": result.notes},
+                         indent=2))
+    else:
+        for name, value in result.outputs.items():
+            print(f"{name}: {describe_value(value)}")
+            for line in _format_value(value, np).splitlines():
+                print(f"  {line}")
+        for n in result.notes:
+            print(f"note: {n}")
+        if args.save:
+            print(f"saved input_*.pb and output_*.pb in {args.save}")
+    return EXIT_OK
+
+
+def _format_value(value: Any, np: Any) -> str:
+    if value is None:
+        return "(empty optional)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k!r}: {v}" for k, v in value.items()) or "(empty map)"
+    if isinstance(value, list):
+        return "\n".join(f"[{i}] {_format_value(v, np)}" for i, v in enumerate(value)) or "(empty)"
+    return np.array2string(np.asarray(value), threshold=40)
+
+
+def _jsonable(value: Any, np: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, np) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v, np) for v in value]
+    arr = np.asarray(value)
+    data = arr.astype(np.float64) if arr.dtype.kind not in "biufcOUS" else arr
+    return {"dtype": str(arr.dtype), "shape": list(arr.shape), "data": data.tolist() if arr.dtype.kind != "c" else str(arr)}
