@@ -313,3 +313,99 @@ def test_lower_report_lists_what_stays(capsys, tmp_path):
     assert code == 1
     code, out, _ = cli(capsys, "lower", src, "-o", tmp_path / "s.onnx", "--strict")
     assert code == 1 and "strict: 2 op(s) or value(s) generic cannot run" in out and (tmp_path / "s.onnx").exists()
+
+
+def test_lower_prints_op_counts_before_and_after(capsys, tmp_path, seq_model):
+    code, out, _ = cli(capsys, "lower", seq_model, "-o", tmp_path / "o.onnx")
+    assert code == 0
+    rows = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()[2:] if len(ln.split()) == 3}
+    # Sequence ops first, then what replaced them, with counts that add up.
+    assert rows["SplitToSequence"] == ["1", "0"] and rows["SequenceMap"] == ["1", "0"]
+    assert rows["Split"][0] == "0" and int(rows["Split"][1]) >= 1
+    names = [ln.split()[0] for ln in out.splitlines()[2:] if len(ln.split()) == 3]
+    assert names.index("ConcatFromSequence") < names.index("Split")
+    lowered = onnx.load(tmp_path / "o.onnx")
+    assert int(rows["total"][1]) == len(lowered.graph.node) + sum(
+        len(a.g.node) for n in lowered.graph.node for a in n.attribute if a.HasField("g"))
+    assert out.splitlines()[0].startswith(f"lowered {seq_model} -> ") and out.splitlines()[0].endswith(" s")
+    code, out, err = cli(capsys, "lower", seq_model, "-o", tmp_path / "q.onnx", "--quiet")
+    assert code == 0 and out == "" and err == "" and (tmp_path / "q.onnx").exists()
+
+
+def test_lower_verify_uses_exactly_the_given_inputs(capsys, tmp_path, seq_model):
+    feeds = {"x": np.ones((6, 4), np.float32), "y": np.zeros((2, 4), np.float32)}
+    np.savez(tmp_path / "a.npz", **feeds)
+    np.savez(tmp_path / "b.npz", **{k: v + 1 for k, v in feeds.items()})
+    code, out, _ = cli(capsys, "lower", seq_model, "-o", tmp_path / "o.onnx", "--verify", "--backend", "reference",
+                       "--inputs", tmp_path / "a.npz", "--inputs", tmp_path / "b.npz", "--report", tmp_path / "r.json")
+    assert code == 0 and "EQUIVALENT on reference (2 of 2 samples compared)" in out
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [s["source"] for s in doc["verify"]["backends"][0]["samples"]] == ["given #0", "given #1"]
+    for bad in (tmp_path / "missing.npz", tmp_path / "r.json"):
+        code, _, err = cli(capsys, "lower", seq_model, "-o", tmp_path / "n.onnx", "--verify", "--inputs", bad)
+        assert code == 2 and str(bad) in err and err.count("\n") == 1
+        assert not (tmp_path / "n.onnx").exists()
+
+
+def test_lower_to_stdout_and_report_to_stdout(capsysbinary, tmp_path, seq_model):
+    code = main(["lower", str(seq_model), "-o", "-"])
+    out, err = capsysbinary.readouterr()
+    assert code == 0 and b"lowered" in err and b"SplitToSequence" in err
+    lowered = onnx.load_from_string(out)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert not (tmp_path / "-").exists()
+    code = main(["lower", str(seq_model), "-o", str(tmp_path / "o.onnx"), "--report", "-"])
+    out, err = capsysbinary.readouterr()
+    doc = json.loads(out)  # nothing else on stdout
+    assert code == 0 and doc["output"] == str(tmp_path / "o.onnx") and doc["input"] == str(seq_model)
+    assert doc["seqlower_version"] and doc["timings"]["total"] > 0 and doc["verify"] is None
+    assert doc["ops"]["before"]["SplitToSequence"] == 1 and "SplitToSequence" not in doc["ops"]["after"]
+
+    def values(d):
+        if isinstance(d, dict):
+            for v in d.values():
+                yield from values(v)
+        elif isinstance(d, list):
+            for v in d:
+                yield from values(v)
+        else:
+            yield d
+
+    assert "" not in list(values(doc))  # absent values are null
+    assert main(["lower", str(seq_model), "-o", "-", "--report", "-"]) == 2
+
+
+def test_verify_calls_a_model_onnxruntime_refuses_not_equivalent(capsys, tmp_path, seq_model):
+    # Slice with repeated axes: undefined in the spec; the reference backend runs it,
+    # onnxruntime refuses the model. A gate must not pass it.
+    m = model([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], [t("x", FLOAT, [4, 4])], [t("y", FLOAT, None)],
+              initializer=[onnx.numpy_helper.from_array(np.array(v, np.int64), k)
+                           for k, v in (("s", [0, 1]), ("e", [2, 3]), ("a", [0, 0]))])
+    good = model([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], [t("x", FLOAT, [4, 4])], [t("y", FLOAT, None)],
+                 initializer=[onnx.numpy_helper.from_array(np.array(v, np.int64), k)
+                              for k, v in (("s", [0, 1]), ("e", [2, 3]), ("a", [0, 1]))])
+    onnx.save(m, tmp_path / "bad.onnx")
+    onnx.save(good, tmp_path / "good.onnx")
+    code, out, _ = cli(capsys, "verify", tmp_path / "good.onnx", tmp_path / "bad.onnx")
+    assert code == 1 and "onnxruntime refuses the second model" in out
+
+
+def test_inspect_draws_the_webs_as_dot(capsys, tmp_path):
+    src = tmp_path / "loop.onnx"
+    onnx.save(onnx.load("tests/data/exported/ts_list_mutations_loop_opset17.onnx"), src)
+    code, _, _ = cli(capsys, "inspect", src, "--dot", tmp_path / "w.dot")
+    dot = (tmp_path / "w.dot").read_text()
+    assert code == 0 and dot.startswith("digraph webs {") and dot.rstrip().endswith("}")
+    # A cluster per graph holding sequences (main, the Loop body, the If branches), a
+    # box per sequence value filled by its representation, an edge per op between them.
+    code, out, _ = cli(capsys, "inspect", src, "--json")
+    seqs = json.loads(out)["sequences"]
+    assert dot.count("subgraph cluster_") == len({s["graph"] for s in seqs}) == 8
+    assert dot.count("fillcolor=") == len(seqs) and dot.count('fillcolor="#a1c9e1"') == len(seqs)  # all stacked
+    assert '-> ' in dot and '[label="SequenceInsert"]' in dot and '[label="SequenceErase"]' in dot
+
+
+def test_inspect_svg_needs_graphviz(capsys, tmp_path, seq_model, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, _, err = cli(capsys, "inspect", seq_model, "--svg", tmp_path / "w.svg")
+    assert code == 2 and "needs Graphviz's dot" in err and not (tmp_path / "w.svg").exists()

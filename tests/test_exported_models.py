@@ -120,3 +120,21 @@ def test_guarantees_through_the_cli(path, target, tmp_path, capsys):
     assert main(["lower", str(tmp_path / "out0.onnx"), "-o", str(again), "--target", target]) == 0
     assert again.read_bytes() == outs[0], "lowering the lowered model changed it"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before, "the input was modified"
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_one_node_label_in_report_inspect_and_check(path):
+    """Every node the lower report names is named the same way by inspect and check (the
+    inventory of the input), subgraph paths included."""
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.inventory import take_inventory
+    from seqlower.pipeline import describe_sequences
+
+    proto = onnx.load(str(path))
+    inv = take_inventory(proto)
+    known = {(op.node, op.graph) for op in inv.ops}
+    known |= {(label, v.graph) for v in inv.values for label in [v.producer, *v.consumers] if label}
+    known |= {(s["producer"], s["graph"]) for s in describe_sequences(load_model(path))}
+    _, report = lower_with_report(load_model(path), LowerOptions())
+    named = {(r["node"], r["graph"]) for r in report.rewrites}
+    assert named and named <= known, sorted(named - known)

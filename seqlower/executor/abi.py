@@ -119,9 +119,22 @@ class AbiEntry:
         )
         if len(ranks) != n:
             raise ExecutionError(f"output {self.name!r}: {len(ranks)} ranks for {n} shapes")
+        # A boundary that does not account for itself is a wrong model, never something
+        # to read around: a rank past the width of shapes, a negative dim, a width other
+        # than the declared element rank.
+        width = shapes.shape[1]
+        if "ranks" not in self.tensors and self.elem_shape is not None and width != len(self.elem_shape):
+            raise ExecutionError(f"output {self.name!r}: shapes has {width} columns but the elements have rank "
+                                 f"{len(self.elem_shape)}")
+        for i, r in enumerate(ranks):
+            if not 0 <= int(r) <= width:
+                raise ExecutionError(f"output {self.name!r}: element {i} claims rank {int(r)}, past the {width} "
+                                     f"columns of shapes")
         elements, offset = [], 0
         for i in range(n):
             shape = tuple(int(d) for d in shapes[i, : ranks[i]])
+            if any(d < 0 for d in shape):
+                raise ExecutionError(f"output {self.name!r}: element {i} has a negative dim in shape {list(shape)}")
             size = math.prod(shape)
             if any(d < 0 for d in shape) or offset + size > values.size:
                 raise ExecutionError(f"output {self.name!r}: shape {list(shape)} of element {i} does not fit the values")

@@ -103,3 +103,31 @@ def test_malformed_abi_metadata():
         Executor(lowered_by_hand('{"inputs": [{"name": "S", "kind": "bogus"}]}'))
     with pytest.raises(ExecutionError, match="does not have"):
         Executor(lowered_by_hand(abi_doc([seq_entry("Q")])))
+
+
+@pytest.mark.parametrize("tensors, message", [
+    # A ranks output claiming rank 3 for a shapes of width 2 (found by mutating a lowered
+    # model's constants: the decoder used to read the two columns there were).
+    ({"S_values": np.arange(6, dtype=np.float32), "S_shapes": np.array([[2, 3]]), "S_ranks": np.array([3])},
+     "claims rank 3, past the 2 columns"),
+    ({"S_values": np.arange(6, dtype=np.float32), "S_shapes": np.array([[2, 3]]), "S_ranks": np.array([-1])},
+     "claims rank -1"),
+    ({"S_values": np.zeros(0, np.float32), "S_shapes": np.array([[-2, 0]]), "S_ranks": np.array([2])},
+     "negative dim"),
+    ({"S_values": np.arange(5, dtype=np.float32), "S_shapes": np.array([[2, 3]]), "S_ranks": np.array([2])},
+     "does not fit the values"),
+    ({"S_values": np.arange(7, dtype=np.float32), "S_shapes": np.array([[2, 3]]), "S_ranks": np.array([2])},
+     "cover 6 values but there are 7"),
+])
+def test_inconsistent_boundary_tensors_are_refused(tensors, message):
+    e = AbiEntry.from_json(seq_entry("S", None, ranks=True))
+    with pytest.raises(ExecutionError, match=message):
+        e.unpack(tensors)
+
+
+def test_a_shapes_width_other_than_the_declared_rank_is_refused():
+    e = AbiEntry.from_json(seq_entry("S", [2, None]))
+    assert [x.shape for x in e.unpack({"S_values": np.arange(6, dtype=np.float32), "S_shapes": np.array([[2, 3]])})] \
+        == [(2, 3)]
+    with pytest.raises(ExecutionError, match="3 columns but the elements have rank 2"):
+        e.unpack({"S_values": np.arange(6, dtype=np.float32), "S_shapes": np.array([[2, 3, 1]])})
