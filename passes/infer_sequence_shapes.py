@@ -26,6 +26,7 @@ from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
+from seqlower.model_io import from_proto
 
 __all__ = ["InferSequenceShapesPass", "input_dim_names", "refine_shape"]
 
@@ -155,7 +156,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         try:
             from onnx_ir.passes.common import _c_api_utils
 
-            inferred = ir.serde.deserialize_model(_c_api_utils.call_onnx_api(infer, model))
+            inferred = from_proto(_c_api_utils.call_onnx_api(infer, model))
         except Exception as e:  # noqa: BLE001 - inference is best effort; the checker judges later
             logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
             return False

@@ -15,6 +15,7 @@ from seqlower.errors import describe_node
 __all__ = [
     "SEQUENCE_OPS",
     "OPTIONAL_OPS",
+    "ML_SEQUENCE_OPS",
     "SeqOp",
     "SeqValue",
     "Inventory",
@@ -37,6 +38,8 @@ SEQUENCE_OPS = frozenset(
     }
 )
 OPTIONAL_OPS = frozenset({"Optional", "OptionalHasElement", "OptionalGetElement"})
+# ai.onnx.ml ops that make sequence values (seq(map(...))).
+ML_SEQUENCE_OPS = frozenset({"ZipMap"})
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -90,6 +93,9 @@ def format_type(tp: onnx.TypeProto | None) -> str:
         return f"seq({format_type(tp.sequence_type.elem_type)})"
     if kind == "optional_type":
         return f"optional({format_type(tp.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = onnx.TensorProto.DataType.Name(tp.map_type.key_type).lower()
+        return f"map({key},{format_type(tp.map_type.value_type)})"
     return kind or "?"
 
 
@@ -147,9 +153,10 @@ def take_inventory(model: onnx.ModelProto, infer: bool = False) -> Inventory:
                 producer[o] = label
             for i in node.input:
                 consumers.setdefault(i, []).append(label)
-            if node.domain in _DEFAULT_DOMAINS and node.op_type in SEQUENCE_OPS | OPTIONAL_OPS:
+            if (node.domain in _DEFAULT_DOMAINS and node.op_type in SEQUENCE_OPS | OPTIONAL_OPS) or (
+                    node.domain == "ai.onnx.ml" and node.op_type in ML_SEQUENCE_OPS):
                 ops.append(SeqOp(node.op_type, label, path, _op_notes(node)))
-                if node.op_type in SEQUENCE_OPS | {"Optional"}:
+                if node.op_type in SEQUENCE_OPS | {"Optional"} | ML_SEQUENCE_OPS:
                     for o in node.output:
                         if o and node.op_type not in ("SequenceAt", "SequenceLength", "ConcatFromSequence"):
                             seq_named.setdefault(o, "")

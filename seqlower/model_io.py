@@ -36,6 +36,7 @@ __all__ = [
     "check_model",
     "weightless_proto",
     "to_proto",
+    "from_proto",
     "PROTOBUF_LIMIT",
 ]
 
@@ -365,7 +366,7 @@ def weightless_proto(model: ir.Model) -> onnx.ModelProto:
                         pass
                 swapped.append((value, tensor))
                 value.const_value = stand_in
-        return ir.serde.serialize_model(model)
+        return _restore_map_types(model, ir.serde.serialize_model(model))
     finally:
         for value, tensor in swapped:
             value.const_value = tensor
@@ -485,17 +486,78 @@ def load_model(source: ModelSource | ir.Model, *, check: bool = True) -> ir.Mode
     if isinstance(source, ir.Model):
         return source
     proto = read_model_proto(source, load_external_data=False, check=check)
-    try:
-        model = ir.serde.deserialize_model(proto)
-    except Exception as e:  # onnx_ir raises assorted types on malformed graphs
-        raise ModelError(f"{_label(source)}: cannot load model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    model = from_proto(proto, _label(source))
     if isinstance(source, (str, os.PathLike)):
         ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(source)))
     return model
 
 
+# onnx_ir has no map type. Values typed seq(map(...)) (scikit-learn's ZipMap output) are
+# typeless in the IR, and get their type back from this side table when serialized.
+MAP_TYPES_KEY = "seqlower.map_types"
+
+
+def _holds_map(tp: onnx.TypeProto) -> bool:
+    while True:
+        kind = tp.WhichOneof("value")
+        if kind == "map_type":
+            return True
+        if kind == "sequence_type":
+            tp = tp.sequence_type.elem_type
+        elif kind == "optional_type":
+            tp = tp.optional_type.elem_type
+        else:
+            return False
+
+
+def _value_infos(proto: onnx.ModelProto) -> Iterator[onnx.ValueInfoProto]:
+    graphs = [proto.graph]
+    while graphs:
+        g = graphs.pop()
+        yield from g.input
+        yield from g.output
+        yield from g.value_info
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)
+    for f in proto.functions:
+        yield from f.value_info
+
+
+def from_proto(proto: onnx.ModelProto, label: str = "<model>") -> ir.Model:
+    """``ir.serde.deserialize_model``, for models with map types too (see MAP_TYPES_KEY)."""
+    maps = {vi.name: vi.type.SerializeToString() for vi in _value_infos(proto) if _holds_map(vi.type)}
+    if maps:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        for vi in _value_infos(copy):
+            if vi.name in maps:
+                vi.ClearField("type")
+        proto = copy
+    try:
+        model = ir.serde.deserialize_model(proto)
+    except Exception as e:  # onnx_ir raises assorted types on malformed graphs
+        raise ModelError(f"{label}: cannot load model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    if maps:
+        model.meta[MAP_TYPES_KEY] = maps
+    return model
+
+
+def _restore_map_types(model: ir.Model, proto: onnx.ModelProto) -> onnx.ModelProto:
+    maps = model.meta.get(MAP_TYPES_KEY)
+    if maps:
+        for vi in _value_infos(proto):
+            if vi.name in maps and not vi.HasField("type"):
+                vi.type.ParseFromString(maps[vi.name])
+    return proto
+
+
 def to_proto(model: ir.Model | onnx.ModelProto) -> onnx.ModelProto:
-    return model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
+    if isinstance(model, onnx.ModelProto):
+        return model
+    return _restore_map_types(model, ir.serde.serialize_model(model))
 
 
 def _has_external(model: ir.Model) -> bool:
@@ -571,6 +633,9 @@ def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> S
             data_name = path.name + ".data"
             # Tensors under 1 KiB stay inline, as onnx.save does: shapes and axes stay readable.
             ir.save(model, staged.path, external_data=data_name, size_threshold_bytes=1024)
+            if model.meta.get(MAP_TYPES_KEY):
+                written = onnx.load(str(staged.path), load_external_data=False)
+                staged.path.write_bytes(_restore_map_types(model, written).SerializeToString(deterministic=True))
             if (tmp / data_name).exists() and (tmp / data_name).stat().st_size:
                 staged.files.insert(0, data_name)
             else:

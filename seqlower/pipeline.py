@@ -16,7 +16,7 @@ import onnx_ir as ir
 from seqlower.analysis import Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
-from seqlower.model_io import check_model, to_proto, weightless_proto
+from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
 
 if TYPE_CHECKING:
     from seqlower.targets import Target
@@ -108,6 +108,10 @@ def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
 
     # onnxruntime stacks string scan outputs wrong; every target gets them carried.
     final: list[ir.passes.PassBase] = [CarryStringScansPass()]
+    if not target.sequences:
+        from seqlower.passes.lower_zip_map import LowerZipMapPass
+
+        final.append(LowerZipMapPass())  # seq(map) outputs: no such type without sequences
     if "empty-constant-loop-state" in dict(target.quirks):
         from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 
@@ -161,6 +165,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     from seqlower.passes._rewrite import NOTES_KEY, REPORT_KEY  # passes import seqlower: import them late
 
     report = LowerReport()
+    shapeless = _shapeless_boundary(model)
     model.meta[REPORT_KEY] = []
     model.meta[NOTES_KEY] = []
     model = _run_passes(build_passes(options), model)
@@ -169,24 +174,39 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     report.kept_loops = _kept_loops(model)
     proto = weightless_proto(model)
-    # Shapeless graph inputs/outputs come from the input model (warned about there).
+    # Shapeless graph inputs/outputs are accepted from the input (warned about there);
+    # what seqlower writes declares every rank it knows.
+    if new := sorted(_shapeless_boundary(model) - shapeless):
+        raise ModelError(f"the lowered model declares no shape for graph input/output {new[0]!r} (internal error)")
     check_model(proto, "the lowered model", what="fails the ONNX checker")
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
+    from seqlower.passes.lower_zip_map import KEPT_ZIPMAPS_KEY
+
+    why.update(model.meta.get(KEPT_ZIPMAPS_KEY, {}))
     for op in inventory.ops:
+        if op.op_type == "ZipMap" and op.node not in why:
+            why[op.node] = f"the target ({options.target}) runs ZipMap and sequences; lowered for targets without"
         report.remaining.append(
             {"op": op.op_type, "node": op.node, "graph": op.graph,
              "reason": why.get(op.node, "no lowering rule for this op yet")}
         )
         report.notes.extend(op.notes)
     for v in inventory.values:
+        if v.producer.startswith("ZipMap ") and v.producer in why:
+            why.setdefault(v.name, f"the maps of {v.producer}: {why[v.producer]}")
         if v.role in ("input", "output") and v.graph == "main":
             report.remaining.append(
                 {"value": v.name, "type": v.type, "graph": v.graph,
                  "reason": why.get(v.name, f"sequence-typed graph {v.role} of a web that stays a sequence")}
             )
     return model, report
+
+
+def _shapeless_boundary(model: ir.Model) -> set[str]:
+    return {v.name for v in (*model.graph.inputs, *model.graph.outputs)
+            if isinstance(v.type, ir.TensorType) and v.shape is None}
 
 
 def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAULT_MAX_UNROLL) -> dict[str, str]:
@@ -284,7 +304,7 @@ def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **k
     and folded; without it they are treated as known only at run time.
     """
     as_proto = isinstance(model, onnx.ModelProto)
-    ir_model = ir.serde.deserialize_model(model) if as_proto else model
+    ir_model = from_proto(model) if as_proto else model
     if base_dir is not None:
         ir.external_data.set_base_dir(ir_model.graph, base_dir)
     out, _ = lower_with_report(ir_model, LowerOptions(**kwargs))

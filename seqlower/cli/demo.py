@@ -11,14 +11,13 @@ from seqlower.cli._common import EXIT_FAIL, EXIT_OK, Console
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import onnx
-    import onnx_ir as ir
 
     from seqlower.cli.lower import count_ops, op_table
     from seqlower.cli._common import print_table
     from seqlower.cli.verify import Verdict, print_verdict
     from seqlower.demo import build_demo_model
     from seqlower.executor import verify
-    from seqlower.model_io import save_model, to_proto
+    from seqlower.model_io import from_proto, save_model, to_proto
     from seqlower.pipeline import lower_with_report
 
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="seqlower-demo-"))
@@ -26,7 +25,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     original = build_demo_model()
     src, dst = folder / "demo.onnx", folder / "demo.lowered.onnx"
     save_model(original, src)
-    model = ir.serde.deserialize_model(original)
+    model = from_proto(original)
     before = count_ops(model)
     lowered, report = lower_with_report(model)
     lowered_proto = to_proto(lowered)

@@ -16,6 +16,9 @@ kinds and their tensors:
                      largest element rank when ``width`` is null)
   optional_tensor    present (bool scalar), value (the tensor; zeros when absent)
   optional_sequence  present, values, shapes (+ ranks)
+  zipmap             values (float [N, C], or [C] for one row): a ZipMap's input; the
+                     entry's ``key_type`` (INT64 or STRING) and ``labels`` make each row
+                     a map {label: value}, as the ZipMap did (an output only)
 
 This module is deliberately independent of the lowering code that writes the mapping:
 the executor is the judge and shares nothing with what it judges.
@@ -38,7 +41,7 @@ from seqlower.executor.values import TensorSeq, elem_type_of, np_dtype, type_nam
 __all__ = ["ABI_KEY", "AbiEntry", "Abi", "read_abi"]
 
 ABI_KEY = "seqlower.abi"
-KINDS = ("sequence", "optional_tensor", "optional_sequence")
+KINDS = ("sequence", "optional_tensor", "optional_sequence", "zipmap")
 
 
 @dataclass
@@ -49,10 +52,14 @@ class AbiEntry:
     elem_shape: list[int | str | None] | None
     tensors: dict[str, str] = field(default_factory=dict)
     width: int | None = None
+    labels: list[int | str] | None = None  # zipmap only
 
     # -- the original (logical) type ------------------------------------------------
 
     def logical_type(self) -> onnx.TypeProto:
+        if self.kind == "zipmap":
+            value = helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, None)
+            return helper.make_sequence_type_proto(helper.make_map_type_proto(self.elem_type, value))
         tensor = helper.make_tensor_type_proto(self.elem_type, self.elem_shape)
         if self.kind == "optional_tensor":
             return helper.make_optional_type_proto(tensor)
@@ -64,6 +71,8 @@ class AbiEntry:
     def pack(self, value: Any) -> dict[str, np.ndarray]:
         """Logical value (list / array / None) to the lowered model's tensors."""
         out: dict[str, np.ndarray] = {}
+        if self.kind == "zipmap":
+            raise ExecutionError(f"input {self.name!r}: a ZipMap's maps are an output only; no model takes them")
         if self.kind.startswith("optional"):
             out[self.tensors["present"]] = np.array(value is not None)
             if self.kind == "optional_tensor":
@@ -102,6 +111,8 @@ class AbiEntry:
 
     def unpack(self, physical: dict[str, Any]) -> Any:
         """The lowered model's tensors back to a logical value."""
+        if self.kind == "zipmap":
+            return self._unpack_zipmap(np.asarray(physical[self.tensors["values"]]))
         if self.kind.startswith("optional"):
             if not bool(np.asarray(physical[self.tensors["present"]]).reshape(-1)[0]):
                 return None
@@ -144,6 +155,16 @@ class AbiEntry:
             raise ExecutionError(f"output {self.name!r}: shapes cover {offset} values but there are {values.size}")
         return TensorSeq(elements, self.elem_type)
 
+    def _unpack_zipmap(self, x: np.ndarray) -> TensorSeq:
+        labels = self.labels or []
+        if x.dtype != np.float32 or x.ndim not in (1, 2):
+            raise ExecutionError(f"output {self.name!r}: a ZipMap's values must be float32 of rank 1 or 2, got "
+                                 f"{x.dtype} {list(x.shape)}")
+        rows = x.reshape(1, -1) if x.ndim == 1 else x
+        if rows.shape[1] != len(labels):
+            raise ExecutionError(f"output {self.name!r}: {rows.shape[1]} columns for {len(labels)} labels")
+        return TensorSeq([{k: np.asarray(v) for k, v in zip(labels, row)} for row in rows], None)
+
     def _placeholder(self) -> np.ndarray:
         dims = [d if isinstance(d, int) else 0 for d in (self.elem_shape or [0])]
         return np.zeros(dims, dtype=np_dtype(self.elem_type))
@@ -153,6 +174,14 @@ class AbiEntry:
         kind = d["kind"]
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
+        if kind == "zipmap":
+            key = onnx.TensorProto.DataType.Value(d["key_type"])
+            if key not in (onnx.TensorProto.INT64, onnx.TensorProto.STRING):
+                raise ValueError(f"entry {d['name']!r}: a ZipMap's keys are INT64 or STRING, not {d['key_type']}")
+            labels = [int(k) if key == onnx.TensorProto.INT64 else str(k) for k in d["labels"]]
+            if "values" not in d["tensors"]:
+                raise ValueError(f"entry {d['name']!r} lacks tensors ['values']")
+            return cls(d["name"], kind, key, None, {"values": d["tensors"]["values"]}, None, labels)
         et = d["elem_type"]
         elem_type = onnx.TensorProto.DataType.Value(et) if isinstance(et, str) else int(et)
         tensors = dict(d["tensors"])

@@ -76,6 +76,15 @@ def _compare(report, expected, actual, rtol, atol, where) -> None:
         if expected is not actual:
             _fail(report, f"{where}expected {describe_value(expected)}, got {describe_value(actual)}")
         return
+    if isinstance(expected, dict) or isinstance(actual, dict):
+        if not (isinstance(expected, dict) and isinstance(actual, dict)):
+            _fail(report, f"{where}expected {describe_value(expected)}, got {describe_value(actual)}")
+        elif set(expected) != set(actual):  # a map has no order (onnxruntime sorts its keys)
+            _fail(report, f"{where}map keys {sorted(actual, key=str)[:8]}, expected {sorted(expected, key=str)[:8]}")
+        else:
+            for k in expected:
+                _compare(report, expected[k], actual[k], rtol, atol, f"{where}key {k!r}: ")
+        return
     if isinstance(expected, list) or isinstance(actual, list):
         if not (isinstance(expected, list) and isinstance(actual, list)):
             _fail(report, f"{where}expected {describe_value(expected)}, got {describe_value(actual)}")

@@ -62,6 +62,9 @@ def normalize(value: Value) -> Value:
     """Python scalars become arrays, str arrays become object arrays, tuples lists."""
     if value is None:
         return None
+    if isinstance(value, dict):  # a map (ZipMap's rows): keys as Python ints/strs
+        return {_key(k): np.asarray(v, dtype=np.float32) if isinstance(v, float) else np.asarray(v)
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         out = TensorSeq([normalize(v) for v in value], getattr(value, "elem_type", None))
         return out
@@ -71,10 +74,26 @@ def normalize(value: Value) -> Value:
     return arr
 
 
+def _key(k: Any) -> int | str:
+    if isinstance(k, (bytes, np.bytes_)):
+        return bytes(k).decode()
+    return str(k) if isinstance(k, (str, np.str_)) else int(k)
+
+
+def describe_map(value: dict) -> str:
+    key = "string" if any(isinstance(k, str) for k in value) else "int64"
+    vals = {type_name(elem_type_of(np.asarray(v))) for v in value.values()} or {"float"}
+    return f"map<{key},{'|'.join(sorted(vals))}>({len(value)})"
+
+
 def describe_value(value: Value) -> str:
     """Short human form: ``float32[2,3]``, ``seq<float32>[3]: [2,3] [2,3] [1,3]``, ``none``."""
     if value is None:
         return "none"
+    if isinstance(value, dict):
+        return describe_map(value)
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return f"seq<{describe_map(value[0]).split('(')[0]}>(len {len(value)})"
     if isinstance(value, list):
         shapes = " ".join(_shape_str(v.shape) for v in value[:6])
         more = " ..." if len(value) > 6 else ""
