@@ -81,3 +81,15 @@ def test_check_a_folder_with_junit(capsys, tmp_path, tree):
     assert _cli(capsys, "lower", tree, "-o", lowered)[0] == 0
     code, out, _ = _cli(capsys, "check", lowered, "--json")
     assert code == 0 and out.lstrip().startswith("{")
+
+
+def test_progress_goes_to_a_terminal_only(capsys, tmp_path, tree, monkeypatch):
+    (tree / "bad.onnx").unlink()
+    code, _, err = _cli(capsys, "lower", tree, "-o", tmp_path / "a")
+    assert code == 0 and "\r" not in err  # not a terminal: no progress line
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    code, _, err = _cli(capsys, "lower", tree, "-o", tmp_path / "b")
+    assert code == 0 and "lowering: 1/3, 2 left" in err and "lowering: 3/3, 0 left" in err
+    seq = tree / "a.onnx"
+    code, _, err = _cli(capsys, "verify", seq, seq, "--samples", "2", "--backend", "reference")
+    assert code == 0 and "verifying: 2/2, 0 left" in err and "reference sample 2 of 2" in err

@@ -109,7 +109,8 @@ def find_models(paths: list[str], exclude: Path | None = None) -> list[tuple[Pat
 
 
 class Progress:
-    """``done/total`` on stderr, rewritten in place, when stderr is a terminal."""
+    """``n/total`` on stderr, rewritten in place, when stderr is a terminal (never in a
+    pipe or a CI log, which get the one-line-per-model output only)."""
 
     def __init__(self, total: int, what: str) -> None:
         self.total, self.what, self.done = total, what, 0
@@ -120,7 +121,7 @@ class Progress:
         self.done += 1
         if self.live:
             left = self.total - self.done
-            sys.stderr.write(f"\r\x1b[2K{self.what}: {self.done}/{self.total} done, {left} left"
+            sys.stderr.write(f"\r\x1b[2K{self.what}: {self.done}/{self.total}, {left} left"
                              f"  {time.perf_counter() - self.start:.1f} s  {label[:50]}")
             sys.stderr.flush()
 

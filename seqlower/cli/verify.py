@@ -7,7 +7,7 @@ import importlib.util
 import json
 from typing import Any
 
-from seqlower.cli._common import EXIT_FAIL, EXIT_OK, Console, nulls, print_table
+from seqlower.cli._common import EXIT_FAIL, EXIT_OK, Console, Progress, nulls, print_table
 from seqlower.errors import SeqlowerError
 
 
@@ -73,11 +73,15 @@ def compare(original: Any, lowered: Any, args: argparse.Namespace, given: list[d
 
     backends, notes = backends_of(args)
     reports = []
+    total = len(given) if given else args.samples
+    bar = Progress(total * len(backends), "verifying")
     for backend in backends:
         reports.append(verify(original, lowered, inputs=given, samples=args.samples, seed=args.seed,
                               dims=parse_dims(args.dim), seq_len=args.seq_len, backend=backend,
                               rtol=getattr(args, "rtol", None), atol=getattr(args, "atol", None),
-                              keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level))
+                              keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level,
+                              progress=lambda i, n, b=backend: bar.step(f"{b} sample {i + 1} of {n}")))
+    bar.close()
     return Verdict(reports, notes)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from seqlower.errors import ExecutionError, SeqlowerError
@@ -75,11 +76,13 @@ def verify(
     atol: float | None = None,
     keepdims_policy: str = "auto",
     ort_opt_level: str = "all",
+    progress: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
     """Run both models on the given inputs (or ``samples`` synthesized ones) and compare.
 
     A sample the original rejects says nothing about the lowering and is not counted;
     at least one sample must be compared for the models to be called equivalent.
+    ``progress(done, total)`` is called before each sample.
     """
     report = VerifyReport(backend if lowered_backend in (None, backend) else f"{backend} vs {lowered_backend}", [], [])
     # A model the backend refuses (onnxruntime rejects what the reference runs, such as a
@@ -110,6 +113,8 @@ def verify(
         else [(f"seed {seed + i}", synthesize_inputs(a.inputs, seed + i, dims, seq_len)) for i in range(samples)]
     )
     for index, (source, feeds) in enumerate(feeds_list):
+        if progress is not None:
+            progress(index, len(feeds_list))
         sample = SampleReport(index, source, "equal")
         report.samples.append(sample)
         try:
