@@ -10,6 +10,7 @@ is complete, so a failed or interrupted write never leaves half a model behind.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 import math
 import os
@@ -19,6 +20,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -37,6 +39,7 @@ __all__ = [
     "weightless_proto",
     "to_proto",
     "from_proto",
+    "innermost_type",
     "PROTOBUF_LIMIT",
 ]
 
@@ -196,8 +199,10 @@ def read_model_proto(
 
 
 # Checker complaints onnxruntime does not share: exporters (tf2onnx) write graph inputs
-# and outputs without a shape when they do not know the rank, and onnxruntime runs them.
-_LENIENT_COMPLAINTS = (re.compile(r"Field 'shape' of 'type' is required but missing"),)
+# and outputs without a shape when they do not know the rank, and onnxruntime runs them;
+# onnxruntime sorts nodes that are out of order (hand-edited and merged graphs).
+_SHAPELESS = re.compile(r"Field 'shape' of 'type' is required but missing")
+_UNSORTED = re.compile(r"Nodes in a graph must be topologically sorted")
 
 # External tensors up to this size are read for the checker: shape inference reads
 # constant shapes, axes and sizes, which are small. Larger ones are weights; the checker
@@ -225,21 +230,90 @@ def _run_checker(proto: onnx.ModelProto, label: str, base_dir: str | None, *, fu
                 check(proto, full)
                 return found
             except onnx.checker.ValidationError as e:
-                if not any(c.search(_first_line(e)) for c in _LENIENT_COMPLAINTS):
+                first = _first_line(e)
+                if _UNSORTED.search(first):
+                    cycle = sort_nodes(proto)
+                    if cycle:
+                        raise ModelError(f"{label}: {what}: the graph has a cycle through {cycle} (its nodes "
+                                         "cannot be topologically sorted)") from None
+                    found.append(f"{label}: nodes are not in topological order; accepted, as onnxruntime does "
+                                 "(sorted)")
+                elif not _SHAPELESS.search(first):
                     raise
             shapeless = _shapeless_boundary(proto)
-            found.append(f"{label}: graph {'inputs/outputs' if len(shapeless) > 1 else 'input/output'} "
-                         f"{', '.join(repr(v.name) for v in shapeless)} declare no shape (rank unknown); "
-                         "accepted, as onnxruntime does")
+            if shapeless:
+                found.append(f"{label}: graph {'inputs/outputs' if len(shapeless) > 1 else 'input/output'} "
+                             f"{', '.join(repr(v.name) for v in shapeless)} declare no shape (rank unknown); "
+                             "accepted, as onnxruntime does")
+            # Again, without what was accepted: the checker stops at its first complaint.
             with _placeholder_shapes(shapeless):
-                check(proto, False)
-            if full:
+                check(proto, full and not shapeless)
+            if full and shapeless:
                 onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
             raise ModelError(f"{label}: {what}: {_first_line(e)}") from None
         except ValueError as e:  # protobuf size limits
             raise ModelError(f"{label}: {what}: {str(e).splitlines()[0]}") from None
     return found
+
+
+def sort_nodes(proto: onnx.ModelProto) -> str | None:
+    """Put the nodes of every graph, subgraph and function in topological order, in
+    place, keeping the given order wherever it already works (a node that reads an
+    outer value inside its subgraph depends on that value's producer). Returns the
+    label of a node on a cycle, and then changes nothing."""
+    graphs: list[Any] = [proto.graph, *proto.functions]
+    orders: list[tuple[Any, list[onnx.NodeProto]]] = []
+    while graphs:
+        g = graphs.pop()
+        nodes = list(g.node)
+        produced = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+        deps = [{produced[x] for x in _reads(n) if produced.get(x, i) != i} for i, n in enumerate(nodes)]
+        users: list[list[int]] = [[] for _ in nodes]
+        for i, d in enumerate(deps):
+            for j in d:
+                users[j].append(i)
+        waiting = [len(d) for d in deps]
+        ready = [i for i, w in enumerate(waiting) if w == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for u in users[i]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    heapq.heappush(ready, u)
+        if len(order) < len(nodes):
+            stuck = next(n for i, n in enumerate(nodes) if waiting[i])
+            return describe_node(stuck.op_type, stuck.name, list(stuck.output))
+        orders.append((g, [nodes[i] for i in order]))
+        for n in nodes:
+            for attr in n.attribute:
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)
+    for g, ordered in orders:
+        if list(g.node) != ordered:
+            copies = [onnx.NodeProto() for _ in ordered]
+            for c, n in zip(copies, ordered):
+                c.CopyFrom(n)
+            del g.node[:]
+            g.node.extend(copies)
+    return None
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """The names a node reads: its inputs and, through its subgraphs, every outer name
+    they use."""
+    names = {x for x in node.input if x}
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+            defined |= {o for n in sub.node for o in n.output}
+            for n in sub.node:
+                names |= _reads(n) - defined
+    return names
 
 
 def _shapeless_boundary(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -430,18 +504,10 @@ def _check_structure(proto: onnx.ModelProto, label: str) -> None:
     the wrong length, a Constant without its value. Iterative, like the checker's walk."""
 
     def type_of(tp: onnx.TypeProto, where: str) -> None:
-        while True:
-            kind = tp.WhichOneof("value")
-            if kind == "tensor_type":
-                if tp.tensor_type.elem_type and tp.tensor_type.elem_type not in _DATA_TYPES:
-                    raise ModelError(f"{label}: {where} has element type {tp.tensor_type.elem_type}, which does not exist")
-                return
-            if kind == "sequence_type":
-                tp = tp.sequence_type.elem_type
-            elif kind == "optional_type":
-                tp = tp.optional_type.elem_type
-            else:
-                return
+        tp = innermost_type(tp)
+        if tp.WhichOneof("value") == "tensor_type":
+            if tp.tensor_type.elem_type and tp.tensor_type.elem_type not in _DATA_TYPES:
+                raise ModelError(f"{label}: {where} has element type {tp.tensor_type.elem_type}, which does not exist")
 
     _check_text_fields(proto, label)
     for tensor in iter_tensor_protos(proto):
@@ -497,17 +563,21 @@ def load_model(source: ModelSource | ir.Model, *, check: bool = True) -> ir.Mode
 MAP_TYPES_KEY = "seqlower.map_types"
 
 
-def _holds_map(tp: onnx.TypeProto) -> bool:
+def innermost_type(tp: onnx.TypeProto) -> onnx.TypeProto:
+    """The type inside every sequence and optional of ``tp`` (a tensor, map or sparse
+    tensor type, or an empty one)."""
     while True:
         kind = tp.WhichOneof("value")
-        if kind == "map_type":
-            return True
         if kind == "sequence_type":
             tp = tp.sequence_type.elem_type
         elif kind == "optional_type":
             tp = tp.optional_type.elem_type
         else:
-            return False
+            return tp
+
+
+def _holds_map(tp: onnx.TypeProto) -> bool:
+    return innermost_type(tp).WhichOneof("value") == "map_type"
 
 
 def _value_infos(proto: onnx.ModelProto) -> Iterator[onnx.ValueInfoProto]:

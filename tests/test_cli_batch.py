@@ -65,6 +65,10 @@ def test_lower_a_folder_keeps_relative_paths_and_external_data(capsys, tmp_path,
 def test_lower_several_files_into_a_folder(capsys, tmp_path, tree):
     code, out, _ = _cli(capsys, "lower", tree / "a.onnx", tree / "sub" / "c.onnx", "-o", tmp_path / "o")
     assert code == 0 and sorted(p.name for p in (tmp_path / "o").iterdir()) == ["a.onnx", "c.onnx"]
+    # One model into an existing folder keeps its name there.
+    (tmp_path / "one").mkdir()
+    code, out, _ = _cli(capsys, "lower", tree / "a.onnx", "-o", tmp_path / "one")
+    assert code == 0 and [p.name for p in (tmp_path / "one").iterdir()] == ["a.onnx"]
 
 
 def test_check_a_folder_with_junit(capsys, tmp_path, tree):

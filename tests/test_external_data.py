@@ -195,3 +195,53 @@ def test_the_api_warns_once_per_read_and_still_refuses_real_errors(tmp_path):
     onnx.save(broken, src)
     with pytest.raises(seqlower.ModelError, match="nowhere"):
         seqlower.load_model(src)
+
+
+def _unsorted_model() -> onnx.ModelProto:
+    """Nodes out of order, as hand-edited and merged graphs have them: the Loop's body
+    reads 'scale', whose producer comes after the Loop; the split comes last."""
+    from tests.helpers import BOOL, INT64, body
+
+    loop_body = body([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                      helper.make_node("Mul", ["acc_in", "scale"], ["acc_out"])],
+                     [t("i", INT64, []), t("c_in", BOOL, []), t("acc_in", FLOAT, [2])],
+                     [t("c_out", BOOL, []), t("acc_out", FLOAT, [2])])
+    nodes = [
+        helper.make_node("ConcatFromSequence", ["s"], ["joined"], axis=0),
+        helper.make_node("Loop", ["n", "", "x"], ["scaled"], body=loop_body),
+        helper.make_node("Neg", ["x"], ["scale"]),
+        helper.make_node("SplitToSequence", ["scaled"], ["s"], axis=0, keepdims=1),
+    ]
+    g = helper.make_graph(nodes, "g", [t("x", FLOAT, [2]), t("n", INT64, [])], [t("joined", FLOAT, [2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@requires_ort
+def test_nodes_out_of_order_are_one_warning_and_get_sorted(tmp_path, capsys):
+    src = tmp_path / "unsorted.onnx"
+    onnx.save(_unsorted_model(), src)
+    with pytest.raises(onnx.checker.ValidationError, match="topologically sorted"):
+        onnx.checker.check_model(str(src))
+    np.savez(tmp_path / "x.npz", x=np.array([1.5, -2], np.float32), n=np.array(3))
+    for argv, want in [
+        (["lower", src, "-o", tmp_path / "l.onnx", "--verify", "--inputs", tmp_path / "x.npz"], 0),
+        (["run", src, "--inputs", tmp_path / "x.npz", "--backend", "onnxruntime"], 0),
+        (["check", src], 1),
+        (["inspect", src], 0),
+    ]:
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        assert code == want, (argv, out, err)
+        assert err.count("nodes are not in topological order; accepted") == 1, err
+    onnx.checker.check_model(str(tmp_path / "l.onnx"), full_check=True)
+
+
+def test_a_cycle_is_still_refused_naming_a_node(tmp_path, capsys):
+    m = _unsorted_model()
+    m.graph.node[2].input[0] = "joined"  # scale = Neg(joined): joined <- s <- scaled <- scale
+    src = tmp_path / "cycle.onnx"
+    onnx.save(m, src)
+    code = main(["lower", str(src), "-o", str(tmp_path / "l.onnx")])
+    err = capsys.readouterr().err
+    assert code == 2 and "has a cycle through" in err and "node" in err and err.count("\n") == 1
+    assert not (tmp_path / "l.onnx").exists()

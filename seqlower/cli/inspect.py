@@ -148,7 +148,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             if not batch:
                 raise
             doc, lines, code, reason = {"error": str(e)}, [f"{path}: error: {e}"], EXIT_USAGE, str(e)
-        results[str(path)] = {**doc, "exit_code": code}
+        results[str(path)] = {**doc, "exit_code": code, "seconds": round(time.perf_counter() - start, 4)}
         cases.append((str(path), code, reason, time.perf_counter() - start, lines))
         progress.step(str(path))
         for line in lines:

@@ -59,6 +59,9 @@ def cmd_lower(args: argparse.Namespace) -> int:
     if args.output == STDOUT and args.report == STDOUT:
         raise SeqlowerError("-o - and --report - would both write to stdout; give one of them a file")
     batch = len(args.models) > 1 or Path(args.models[0]).is_dir()
+    if not batch and args.output != STDOUT and Path(args.output).is_dir():
+        # One model into an existing folder keeps its name there, as in a batch.
+        args.output = str(Path(args.output) / Path(args.models[0]).name)
     if batch:
         return _lower_batch(args)
     out = Console(stdout_taken=STDOUT in (args.output, args.report), quiet=args.quiet)

@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 
 from seqlower.executor.values import np_dtype
+from seqlower.model_io import innermost_type
 
 __all__ = ["run_body", "empty_like_declared", "declared_elem_type"]
 
@@ -20,17 +21,10 @@ def run_body(body: Any, scope: dict[str, Any], feeds: dict[str, Any], attributes
 
 
 def _tensor_type(tp: onnx.TypeProto | None) -> onnx.TypeProto.Tensor | None:
-    while tp is not None:
-        kind = tp.WhichOneof("value")
-        if kind == "tensor_type":
-            return tp.tensor_type
-        if kind == "sequence_type":
-            tp = tp.sequence_type.elem_type
-        elif kind == "optional_type":
-            tp = tp.optional_type.elem_type
-        else:
-            return None
-    return None
+    if tp is None:
+        return None
+    inner = innermost_type(tp)
+    return inner.tensor_type if inner.WhichOneof("value") == "tensor_type" else None
 
 
 def declared_elem_type(tp: onnx.TypeProto | None) -> int | None:
