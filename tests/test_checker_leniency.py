@@ -1,0 +1,121 @@
+"""What exporters write and onnxruntime runs although onnx's checker refuses it: graph
+inputs/outputs without a shape (tf2onnx), nodes out of topological order. Each is one
+warning line in every subcommand (``seqlower.ModelWarning`` in Python), never a refusal;
+what seqlower writes stays strict."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import seqlower
+from seqlower.cli import main
+from tests.conftest import requires_ort
+from tests.helpers import FLOAT, t
+
+
+def _shapeless_model() -> onnx.ModelProto:
+    """What tf2onnx writes when it does not know a rank: graph inputs and outputs with an
+    element type and no shape field at all."""
+    x, y = onnx.ValueInfoProto(), onnx.ValueInfoProto()
+    x.name, y.name = "x", "y"
+    x.type.tensor_type.elem_type = y.type.tensor_type.elem_type = FLOAT
+    nodes = [helper.make_node("Reshape", ["x", "rows"], ["r"]),
+             helper.make_node("SplitToSequence", ["r"], ["s"], axis=0),
+             helper.make_node("ConcatFromSequence", ["s"], ["c"], axis=0),
+             helper.make_node("Relu", ["c"], ["y"])]
+    rows = numpy_helper.from_array(np.array([-1, 3], np.int64), "rows")
+    g = helper.make_graph(nodes, "g", [x], [y], initializer=[rows])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@requires_ort
+def test_shapeless_graph_inputs_are_one_warning_in_every_subcommand(tmp_path, capsys):
+    src = tmp_path / "tf.onnx"
+    onnx.save(_shapeless_model(), src)
+    with pytest.raises(onnx.checker.ValidationError, match="shape"):
+        onnx.checker.check_model(str(src))
+    dst = tmp_path / "l.onnx"
+    np.savez(tmp_path / "x.npz", x=np.arange(6, dtype=np.float32).reshape(2, 3) - 2)
+    for argv, want in [
+        (["lower", src, "-o", dst, "--verify", "--inputs", tmp_path / "x.npz"], 0),
+        (["run", src, "--inputs", tmp_path / "x.npz", "--backend", "onnxruntime"], 0),
+        (["inspect", src], 0),
+        (["check", src], 1),
+        (["verify", src, dst, "--inputs", tmp_path / "x.npz", "--backend", "onnxruntime"], 0),
+    ]:
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        assert code == want, (argv, out, err)
+        lines = [ln for ln in err.splitlines() if ln.startswith("seqlower: warning:")]
+        assert any("'x', 'y' declare no shape" in ln and "tf.onnx" in ln for ln in lines), err
+        assert len([ln for ln in lines if "tf.onnx" in ln]) == 1, err
+    lowered = onnx.load(str(dst))
+    assert {n.op_type for n in lowered.graph.node} == {"Reshape", "Relu"}
+    # What seqlower writes declares what it knows: the output's rank now; x stays as given.
+    assert len(lowered.graph.output[0].type.tensor_type.shape.dim) == 2
+    assert not lowered.graph.input[0].type.tensor_type.HasField("shape")
+
+
+def test_the_api_warns_once_per_read_and_still_refuses_real_errors(tmp_path):
+    src = tmp_path / "tf.onnx"
+    onnx.save(_shapeless_model(), src)
+    with pytest.warns(seqlower.ModelWarning, match="declare no shape"):
+        seqlower.load_model(src)
+    broken = _shapeless_model()
+    broken.graph.node[3].input[0] = "nowhere"
+    onnx.save(broken, src)
+    with pytest.raises(seqlower.ModelError, match="nowhere"):
+        seqlower.load_model(src)
+
+
+def _unsorted_model() -> onnx.ModelProto:
+    """Nodes out of order, as hand-edited and merged graphs have them: the Loop's body
+    reads 'scale', whose producer comes after the Loop; the split comes last."""
+    from tests.helpers import BOOL, INT64, body
+
+    loop_body = body([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                      helper.make_node("Mul", ["acc_in", "scale"], ["acc_out"])],
+                     [t("i", INT64, []), t("c_in", BOOL, []), t("acc_in", FLOAT, [2])],
+                     [t("c_out", BOOL, []), t("acc_out", FLOAT, [2])])
+    nodes = [
+        helper.make_node("ConcatFromSequence", ["s"], ["joined"], axis=0),
+        helper.make_node("Loop", ["n", "", "x"], ["scaled"], body=loop_body),
+        helper.make_node("Neg", ["x"], ["scale"]),
+        helper.make_node("SplitToSequence", ["scaled"], ["s"], axis=0, keepdims=1),
+    ]
+    g = helper.make_graph(nodes, "g", [t("x", FLOAT, [2]), t("n", INT64, [])], [t("joined", FLOAT, [2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@requires_ort
+def test_nodes_out_of_order_are_one_warning_and_get_sorted(tmp_path, capsys):
+    src = tmp_path / "unsorted.onnx"
+    onnx.save(_unsorted_model(), src)
+    with pytest.raises(onnx.checker.ValidationError, match="topologically sorted"):
+        onnx.checker.check_model(str(src))
+    np.savez(tmp_path / "x.npz", x=np.array([1.5, -2], np.float32), n=np.array(3))
+    for argv, want in [
+        (["lower", src, "-o", tmp_path / "l.onnx", "--verify", "--inputs", tmp_path / "x.npz"], 0),
+        (["run", src, "--inputs", tmp_path / "x.npz", "--backend", "onnxruntime"], 0),
+        (["check", src], 1),
+        (["inspect", src], 0),
+    ]:
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        assert code == want, (argv, out, err)
+        assert err.count("nodes are not in topological order; accepted") == 1, err
+    onnx.checker.check_model(str(tmp_path / "l.onnx"), full_check=True)
+
+
+def test_a_cycle_is_still_refused_naming_a_node(tmp_path, capsys):
+    m = _unsorted_model()
+    m.graph.node[2].input[0] = "joined"  # scale = Neg(joined): joined <- s <- scaled <- scale
+    src = tmp_path / "cycle.onnx"
+    onnx.save(m, src)
+    code = main(["lower", str(src), "-o", str(tmp_path / "l.onnx")])
+    err = capsys.readouterr().err
+    assert code == 2 and "has a cycle through" in err and "node" in err and err.count("\n") == 1
+    assert not (tmp_path / "l.onnx").exists()
