@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 _HOME = {
-    "build_passes": "seqlower.pipeline",
+    "build_passes": ".schedule",
     "CarryStringScansPass": ".carry_string_scans",
     "CleanUpGraphPass": ".clean_up_graph",
     "FoldSequenceArgumentsPass": ".fold_sequence_arguments",

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import onnx_ir as ir
-from onnx_ir import _cloner
 
 from seqlower.analysis import graph_label, node_label, shape_json
+from seqlower.passes.keys import ABI_KEY, NOTES_KEY, OPTIONAL_SEQUENCES_KEY, REPORT_KEY
 from seqlower.builder import Builder, NameAuthority, default_opset, subgraphs
 
 __all__ = [
@@ -19,17 +19,6 @@ __all__ = [
     "take_over", "take_places", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
-# Passes append their rewrites to model.meta[REPORT_KEY] (a list of dicts) so the
-# pipeline can report them; onnx_ir's meta is never serialized.
-REPORT_KEY = "seqlower.rewrites"
-# Notes for the report (a list of strings), e.g. declared shapes a policy corrected.
-NOTES_KEY = "seqlower.notes"
-# The model-boundary mapping in metadata_props (README, "The model-boundary ABI"). The
-# executor reads it with its own code: the judge shares nothing with the lowering.
-ABI_KEY = "seqlower.abi"
-# model.meta: optional-sequence model outputs (name -> present flag's name), left by
-# lower_optionals for the lowering that writes the sequence payload's ABI entry.
-OPTIONAL_SEQUENCES_KEY = "seqlower.optional_sequences"
 
 
 @dataclass
@@ -103,19 +92,37 @@ def rewrite_record(node: ir.Node, scope: Scope, into: str, how: str, label: str 
 
 
 def inline_graph(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], b: Builder, names: NameAuthority, i: int | str) -> dict[ir.Value, ir.Value]:
-    """Clone ``body``'s nodes before the anchor with fresh names; return the value map."""
-    cloner = _cloner.Cloner(
-        attr_map={}, value_map=value_map, metadata_props={}, allow_outer_scope_values=True
-    )
-    for node in body:
-        new = cloner.clone_node(node)
-        _rename(new, names, i)
+    """Clone ``body``'s nodes before the anchor with fresh names, its inputs and
+    initializers bound by ``value_map`` (None: an omitted input); return the map from
+    every body value (inputs, initializers, node outputs) to its clone or binding.
+
+    Built on the public ``Graph.clone``, which also remaps what nested subgraphs read
+    of the body; outer-scope values stay themselves."""
+    clone = body.clone(allow_outer_scope_values=True)
+    mapping: dict[ir.Value, ir.Value | None] = {}
+    pairs = [*zip(body.inputs, clone.inputs), *zip(body.initializers.values(), clone.initializers.values())]
+    for original, copy in pairs:
+        bound = value_map.get(original, original)
+        mapping[original] = bound
+        for use in list(copy.uses()):
+            use.node.replace_input_with(use.idx, bound)
+    # The clone is a scaffold: its values must not stay its inputs and outputs (a
+    # graph output gets no value_info when written).
+    clone.initializers.clear()
+    clone.outputs.clear()
+    clone.inputs.clear()
+    for original_node, node in zip(body, list(clone)):
+        mapping.update(zip(original_node.outputs, node.outputs))
+        clone.remove(node)
+        _rename(node, names, i)
         if b.anchor is None:
-            b.graph.append(new)
+            b.graph.append(node)
         else:
-            b.graph.insert_before(b.anchor, new)
-        b.nodes.append(new)
-    return {k: v for k, v in value_map.items() if v is not None}
+            b.graph.insert_before(b.anchor, node)
+        b.nodes.append(node)
+    for bo in body.outputs:  # a body output may be an outer value itself
+        mapping.setdefault(bo, bo)
+    return {k: v for k, v in mapping.items() if v is not None}
 
 
 def _rename(node: ir.Node, names: NameAuthority, i: int | str) -> None:

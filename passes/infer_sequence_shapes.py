@@ -26,7 +26,7 @@ from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
-from seqlower.model_io import from_proto
+from seqlower.model_io import from_proto, weightless_proto
 
 __all__ = ["InferSequenceShapesPass", "input_dim_names", "refine_shape"]
 
@@ -154,9 +154,9 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
 
         try:
-            from onnx_ir.passes.common import _c_api_utils
-
-            inferred = from_proto(_c_api_utils.call_onnx_api(infer, model))
+            # Weights past 1 MiB go to onnx's inference as placeholders (it never
+            # reads them), so a model over 2 GiB is inferred too.
+            inferred = from_proto(infer(weightless_proto(model)))
         except Exception as e:  # noqa: BLE001 - inference is best effort; the checker judges later
             logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
             return False

@@ -34,12 +34,10 @@ from seqlower.passes._zero_trips import zero_trip_guard
 from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, model_input_dims, node_label
 from seqlower.builder import Builder, NameAuthority
+from seqlower.passes.keys import LOOP_REASONS_KEY
 
 __all__ = ["LoopsToScansPass", "LOOP_REASONS_KEY", "carries_one_shape", "why_not_a_scan"]
 
-# model.meta[LOOP_REASONS_KEY]: {node label: why that Loop stays (it cannot be unrolled,
-# or be a Scan)}; the unrolling and this pass write it, the report carries it.
-LOOP_REASONS_KEY = "seqlower.loop_reasons"
 
 
 class LoopsToScansPass(ir.passes.InPlacePass):

@@ -26,14 +26,13 @@ import onnx_ir as ir
 
 from seqlower.analysis import node_label
 from seqlower.builder import Builder, NameAuthority, default_opset
-from seqlower.passes._rewrite import REPORT_KEY, write_abi
+from seqlower.passes._rewrite import write_abi
+from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, REPORT_KEY
 
 __all__ = ["LowerZipMapPass", "KEPT_ZIPMAPS_KEY"]
 
 logger = logging.getLogger(__name__)
 
-# Why each ZipMap that stays could not become its input, by node label.
-KEPT_ZIPMAPS_KEY = "seqlower.kept_zipmaps"
 
 
 def _is_zip_map(node: ir.Node) -> bool:

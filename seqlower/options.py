@@ -3,12 +3,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BACKENDS", "DEFAULT_MAX_UNROLL", "KEEPDIMS_POLICIES", "OPT_LEVELS", "TARGETS"]
+__all__ = ["BACKENDS", "DEFAULT_MAX_UNROLL", "KEEPDIMS_POLICIES", "LowerOptions", "OPT_LEVELS", "TARGETS"]
 
 BACKENDS = ("reference", "onnxruntime", "openvino", "tract")
 KEEPDIMS_POLICIES = ("auto", "spec", "onnxruntime")
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 DEFAULT_MAX_UNROLL = 64
 TARGETS: tuple[str, ...] = tuple(sorted(p.stem for p in (Path(__file__).parent / "targets").glob("*.toml")))
+
+
+@dataclass
+class LowerOptions:
+    """What ``seqlower lower`` is asked for; the pass schedule is built from it."""
+
+    max_unroll: int = DEFAULT_MAX_UNROLL
+    keepdims_policy: str = "auto"
+    # False: every dynamic sequence takes the Flat representation, even where the
+    # elements share one shape (Stacked); for comparisons and debugging.
+    packed: bool = True
+    # The runtime the model is for (seqlower/targets): ops it lacks are lowered too.
+    target: str = "generic"
+    # onnx's full checker after every pass, naming the pass that broke the model
+    # (tests and fuzzing: it costs a serialization per pass).
+    check_each_pass: bool = False

@@ -1,4 +1,5 @@
-"""The lowering pipeline: load, run the passes, check, report.
+"""The API: run the pass schedule (``seqlower.passes.schedule``) on a model, check the
+result, and report what was rewritten and what stays, with why.
 
 The passes are onnx_ir passes (``passes/``) composed in an ``onnx_ir.passes``
 pipeline, so they mix with onnxscript's and PyTorch's.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -17,26 +18,16 @@ from seqlower.analysis import Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
-
-if TYPE_CHECKING:
-    from seqlower.targets import Target
+from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
+from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
+from seqlower.passes.schedule import build_passes, loop_fallbacks
+from seqlower.passes.unroll_loops import UnrollLoopsPass
+from seqlower.targets import load_target
 
 __all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "build_passes", "DEFAULT_MAX_UNROLL"]
 
 logger = logging.getLogger(__name__)
-
-from seqlower.options import DEFAULT_MAX_UNROLL  # noqa: E402
-
-
-@dataclass
-class LowerOptions:
-    max_unroll: int = DEFAULT_MAX_UNROLL
-    keepdims_policy: str = "auto"
-    # False: every dynamic sequence takes the Flat representation, even where the
-    # elements share one shape (Stacked); for comparisons and debugging.
-    packed: bool = True
-    # The runtime the model is for (seqlower/targets): ops it lacks are lowered too.
-    target: str = "generic"
 
 
 @dataclass
@@ -53,85 +44,6 @@ class LowerReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"tensor_only": self.tensor_only, **asdict(self)}
-
-
-# Each round can expose more static structure to the next (a lowered SequenceAt gives
-# the next SplitToSequence a shape; an inlined SequenceMap body gives exact shapes), so
-# the rounds repeat until nothing changes. Chains deeper than this are rare in exports.
-MAX_ROUNDS = 16
-
-
-def build_passes(options: LowerOptions) -> list[ir.passes.PassBase]:
-    """The passes, in order: rounds of (infer, fold, lower Unrolled, clean up) to a
-    fixpoint, then a final shape inference so every value is typed."""
-    from seqlower.passes.clean_up_graph import CleanUpGraphPass
-    from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
-    from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
-    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
-    from seqlower.passes.lower_cumsum import LowerCumSumPass
-    from seqlower.passes.lower_flat_sequences import LowerFlatSequencesPass
-    from seqlower.passes.lower_optionals import LowerOptionalsPass
-    from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
-    from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
-    from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
-    from seqlower.passes.unroll_loops import UnrollLoopsPass
-    from seqlower.targets import load_target
-
-    target = load_target(options.target)
-    # Ops the target lacks that have a lowering, after the folds (a constant one folds).
-    for_target: list[ir.passes.PassBase] = [LowerReverseSequencePass()] if "ReverseSequence" in target.lacks else []
-    # Without Loop, constant-trip Loops become straight-line code first, so that the
-    # sequences they carry are static for the lowerings after.
-    unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []
-    rounds = ir.passes.PassManager(
-        [
-            *unroll,
-            LowerOptionalsPass(),
-            InferSequenceShapesPass(options.keepdims_policy),
-            FoldSequenceArgumentsPass(),
-            FoldSequenceConstantsPass(options.keepdims_policy),
-            *for_target,
-            LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
-            LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
-            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
-            # The dynamic lowerings emit CumSum (element bounds): lowered after them.
-            *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
-            # What stays a Loop (a run-time trip count) runs batched where its body allows,
-            # else as a Scan where the target has one.
-            *_loop_fallbacks(target),
-            CleanUpGraphPass(),
-        ],
-        steps=MAX_ROUNDS,
-        early_stop=True,
-    )
-    from seqlower.passes.carry_string_scans import CarryStringScansPass
-
-    # onnxruntime stacks string scan outputs wrong; every target gets them carried.
-    final: list[ir.passes.PassBase] = [CarryStringScansPass()]
-    if not target.sequences:
-        from seqlower.passes.lower_zip_map import LowerZipMapPass
-
-        final.append(LowerZipMapPass())  # seq(map) outputs: no such type without sequences
-    if "empty-constant-loop-state" in dict(target.quirks):
-        from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
-
-        final += [UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state), UnfoldEmptyLoopStatesPass()]
-    if "loop-assumes-an-iteration" in dict(target.quirks):
-        from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
-
-        final.append(GuardZeroTripLoopsPass())
-    if "split-tuple-output" in dict(target.quirks):
-        from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
-
-        final.append(SeparateTupleOutputsPass())
-    if final:
-        final.append(CleanUpGraphPass())  # what the target's rewrites left unused
-    final.append(InferSequenceShapesPass(options.keepdims_policy))
-    if "symbolic-value-info" in dict(target.quirks):
-        from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
-
-        final.append(ForgetIntermediateShapesPass())
-    return [rounds, *final]
 
 
 # Deeper subgraph nesting than this cannot be written and read back: protobuf's parser
@@ -162,13 +74,12 @@ def check_nesting(model: ir.Model) -> None:
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
     options = options or LowerOptions()
     check_nesting(model)
-    from seqlower.passes._rewrite import NOTES_KEY, REPORT_KEY  # passes import seqlower: import them late
 
     report = LowerReport()
     shapeless = _shapeless_boundary(model)
     model.meta[REPORT_KEY] = []
     model.meta[NOTES_KEY] = []
-    model = _run_passes(build_passes(options), model)
+    model = _run_passes(build_passes(options, check_each=options.check_each_pass), model)
     _forget_impossible_dims(model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
@@ -182,8 +93,6 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
-    from seqlower.passes.lower_zip_map import KEPT_ZIPMAPS_KEY
-
     why.update(model.meta.get(KEPT_ZIPMAPS_KEY, {}))
     for op in inventory.ops:
         if op.op_type == "ZipMap" and op.node not in why:
@@ -213,32 +122,16 @@ def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAU
     """Why each Loop of ``model`` stays for a target without Loop, as ``lower`` says it:
     for ``check --target`` on a model lowered before. The Loop passes ``lower`` would
     run for the target run on ``model`` (changed in place: give it a copy)."""
-    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
-    from seqlower.passes.unroll_loops import UnrollLoopsPass
-    from seqlower.targets import load_target
 
     target = load_target(target_name)
     if "Loop" not in target.lacks:
         return {}
-    model = _run_passes([InferSequenceShapesPass(), UnrollLoopsPass(max_unroll), *_loop_fallbacks(target)], model)
+    model = _run_passes([InferSequenceShapesPass(), UnrollLoopsPass(max_unroll), *loop_fallbacks(target)], model)
     return _kept_loops(model)
-
-
-def _loop_fallbacks(target: Target) -> list[ir.passes.PassBase]:
-    """For a target without Loop, what takes the Loops unrolling leaves: the batched body,
-    else a Scan where the target has one."""
-    from seqlower.passes.loops_to_scans import LoopsToScansPass
-    from seqlower.passes.vectorize_loops import VectorizeLoopsPass
-
-    if "Loop" not in target.lacks:
-        return []
-    scans = [LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))] if "Scan" not in target.lacks else []
-    return [VectorizeLoopsPass(), *scans]
 
 
 def _kept_loops(model: ir.Model) -> dict[str, str]:
     """The recorded reason of every Loop still in ``model``, by node label."""
-    from seqlower.passes.loops_to_scans import LOOP_REASONS_KEY
 
     reasons = model.meta.get(LOOP_REASONS_KEY, {})
     remaining = {node_label(n) for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Loop"}
@@ -314,7 +207,6 @@ def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **k
 def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:
     """Every sequence value's SeqInfo and what the lowering will do with it (for
     ``seqlower inspect``). Shapes are inferred on ``model`` first (in place)."""
-    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 
     options = options or LowerOptions()
     check_nesting(model)

@@ -64,24 +64,34 @@ def _x(state: _State) -> np.ndarray:
     return values.astype(helper.tensor_dtype_to_np_dtype(state.elem))
 
 
-def generate(draw: Any) -> tuple[onnx.ModelProto, dict[str, Any]]:
+def generate(draw: Any, shapes: str = "v1") -> tuple[onnx.ModelProto, dict[str, Any]]:
     """A random program and its feeds; ``draw(kind, *args)`` supplies the choices:
-    draw("int", lo, hi) or draw("choice", options)."""
+    draw("int", lo, hi) or draw("choice", options). ``shapes="v2"`` adds the program
+    shapes of Stage 7 (see ``_V2_STEPS``)."""
     opset = draw("choice", [13, 17, 18, 26])
     n_rows, m_cols = draw("int", 0, 4), draw("int", 1, 3)
     family = draw("choice", ["rows", "cols"])
     elem = draw("choice", list(ELEMENT_TYPES))
     st = _State(family, elem, n_rows, m_cols, [], "")
     st.inputs.append(helper.make_tensor_value_info("x", elem, ["N", "M"]))
+    if shapes == "v2" and draw("choice", [False, False, False, True]):
+        st.inputs[-1].type.tensor_type.ClearField("shape")  # a model input of unknown rank
     st.feeds["x"] = _x(st)
-    _start(st, draw)
+    if shapes == "v2" and draw("choice", [False, True]):
+        _start_differing(st, draw)
+    else:
+        _start(st, draw)
+    steps = ["insert", "erase", "at", "length", "loop", "if"] + (list(_V2_STEPS) if shapes == "v2" else [])
     for _ in range(draw("int", 1, 5)):
-        step = draw("choice", ["insert", "erase", "at", "length", "loop", "if"])
+        step = draw("choice", steps)
         globals()[f"_{step}"](st, draw, opset)
     _finish(st, draw)
     g = helper.make_graph(st.nodes, "generated", st.inputs, st.outputs, initializer=st.inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_FOR_OPSET[opset])
-    onnx.checker.check_model(m, full_check=True)
+    if m.graph.input[0].type.tensor_type.HasField("shape"):
+        onnx.checker.check_model(m, full_check=True)
+    else:  # the checker wants a shape on graph inputs; onnxruntime (and seqlower) do not
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
     return m, st.feeds
 
 
@@ -263,3 +273,128 @@ def _finish(st: _State, draw: Any) -> None:
         st.outputs.append(helper.make_tensor_value_info(out, st.elem, [None] * (3 if stack else 2)))
     if draw("choice", [True, False]):
         st.outputs.append(helper.make_tensor_sequence_value_info(st.seq, st.elem, None))
+
+
+# -- Stage 7 shapes (generate(..., shapes="v2")) ----------------------------------------
+# What the first generator never drew and real programs do: lists whose first elements
+# differ in a dim, inserts at the front or the middle inside loops, SequenceMap inside If
+# branches, Loop > If > SequenceMap nested three deep, a model input of unknown rank.
+_V2_STEPS = ("loop_insert_front", "loop_insert_middle", "map_in_if", "nested_three_deep")
+
+
+def _const(st: _State, value: Any, base: str) -> str:
+    name = st.fresh(base)
+    st.inits.append(onnx.numpy_helper.from_array(np.array(value, dtype=np.int64), name))
+    return name
+
+
+def _start_differing(st: _State, draw: Any) -> None:
+    """SequenceConstruct(x, x[:1]) along the family's axis: elements differing in a dim."""
+    axis = 0 if st.family == "rows" else 1
+    n, m = st.x_shape()
+    part = st.fresh("part")
+    st.nodes.append(helper.make_node("Slice", ["x", _const(st, [0], "st"), _const(st, [1], "en"),
+                                              _const(st, [axis], "ax")], [part]))
+    part_shape = (min(1, n), m) if axis == 0 else (n, min(1, m))
+    out = st.fresh("s")
+    first = draw("choice", [True, False])
+    st.nodes.append(helper.make_node("SequenceConstruct", [part, "x"] if first else ["x", part], [out]))
+    st.shapes = [part_shape, st.x_shape()] if first else [st.x_shape(), part_shape]
+    st.seq = out
+
+
+def _loop_with_body(st: _State, body_nodes: list, s_in: str, s_out: str, i: str, c: str, c_out: str,
+                    trips: int) -> None:
+    n_out = st.fresh("n")
+    body_nodes = [helper.make_node("Identity", [c], [c_out]), *body_nodes,
+                  helper.make_node("SequenceLength", [s_out], [n_out])]
+    body = helper.make_graph(
+        body_nodes, st.fresh("body"),
+        [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),
+         helper.make_tensor_sequence_value_info(s_in, st.elem, None)],
+        [helper.make_tensor_value_info(c_out, BOOL, []), helper.make_tensor_sequence_value_info(s_out, st.elem, None),
+         helper.make_tensor_value_info(n_out, INT64, [])],
+    )
+    out, lens = st.fresh("s"), st.fresh("lens")
+    st.nodes.append(helper.make_node("Loop", [st.runtime_int(trips), "", st.seq], [out, lens], body=body))
+    st.outputs.append(helper.make_tensor_value_info(lens, INT64, [None]))
+    st.seq = out
+
+
+def _loop_insert_front(st: _State, draw: Any, opset: int) -> None:
+    trips = draw("int", 0, 3)
+    i, c, c_out, s_in, s_out = (st.fresh(b) for b in ("i", "c", "c_out", "carried", "carried_out"))
+    zero = _const(st, 0, "front")
+    _loop_with_body(st, [helper.make_node("SequenceInsert", [s_in, "x", zero], [s_out])], s_in, s_out, i, c, c_out,
+                    trips)
+    for _ in range(trips):
+        st.shapes.insert(0, st.x_shape())
+
+
+def _loop_insert_middle(st: _State, draw: Any, opset: int) -> None:
+    """Insert x at len // 2 every step (the position computed in the body)."""
+    trips = draw("int", 0, 3)
+    i, c, c_out, s_in, s_out = (st.fresh(b) for b in ("i", "c", "c_out", "carried", "carried_out"))
+    length, half, two = st.fresh("len"), st.fresh("half"), _const(st, 2, "two")
+    nodes = [helper.make_node("SequenceLength", [s_in], [length]), helper.make_node("Div", [length, two], [half]),
+             helper.make_node("SequenceInsert", [s_in, "x", half], [s_out])]
+    _loop_with_body(st, nodes, s_in, s_out, i, c, c_out, trips)
+    for _ in range(trips):
+        st.shapes.insert(len(st.shapes) // 2, st.x_shape())
+
+
+def _map_body(st: _State, double: bool) -> onnx.GraphProto:
+    """An element kept (Identity) or doubled along the family's axis (Concat of itself):
+    ops every element type has."""
+    e, o = st.fresh("e"), st.fresh("o")
+    axis = 0 if st.family == "rows" else 1
+    node = (helper.make_node("Concat", [e, e], [o], axis=axis) if double else helper.make_node("Identity", [e], [o]))
+    return helper.make_graph([node], st.fresh("map"), [helper.make_tensor_value_info(e, st.elem, None)],
+                             [helper.make_tensor_value_info(o, st.elem, None)])
+
+
+def _doubled(st: _State, shape: tuple[int, int]) -> tuple[int, int]:
+    return (2 * shape[0], shape[1]) if st.family == "rows" else (shape[0], 2 * shape[1])
+
+
+def _map_in_if(st: _State, draw: Any, opset: int) -> None:
+    """If cond: SequenceMap doubling each element; else: SequenceMap keeping it."""
+    if opset < 17:  # SequenceMap exists from 17
+        return _insert(st, draw, opset)
+    cond = draw("choice", [True, False])
+    c = st.fresh("cond")
+    st.inputs.append(helper.make_tensor_value_info(c, BOOL, []))
+    st.feeds[c] = np.array(cond)
+    branches = []
+    for double in (True, False):
+        out = st.fresh("mapped")
+        branches.append(helper.make_graph([helper.make_node("SequenceMap", [st.seq], [out], body=_map_body(st, double))],
+                                          st.fresh("branch"), [],
+                                          [helper.make_tensor_sequence_value_info(out, st.elem, None)]))
+    out = st.fresh("s")
+    st.nodes.append(helper.make_node("If", [c], [out], then_branch=branches[0], else_branch=branches[1]))
+    if cond:
+        st.shapes = [_doubled(st, s) for s in st.shapes]
+    st.seq = out
+
+
+def _nested_three_deep(st: _State, draw: Any, opset: int) -> None:
+    """Loop > If > SequenceMap: each step, if cond, map every element to itself, else
+    append x."""
+    if opset < 17:
+        return _loop(st, draw, opset)
+    trips = draw("int", 0, 3)
+    cond = draw("choice", [True, False])
+    cname = st.fresh("cond")
+    st.inputs.append(helper.make_tensor_value_info(cname, BOOL, []))
+    st.feeds[cname] = np.array(cond)
+    i, c, c_out, s_in, s_out = (st.fresh(b) for b in ("i", "c", "c_out", "carried", "carried_out"))
+    mapped, appended = st.fresh("mapped"), st.fresh("appended")
+    then_g = helper.make_graph([helper.make_node("SequenceMap", [s_in], [mapped], body=_map_body(st, False))],
+                               st.fresh("then"), [], [helper.make_tensor_sequence_value_info(mapped, st.elem, None)])
+    else_g = helper.make_graph([helper.make_node("SequenceInsert", [s_in, "x"], [appended])], st.fresh("else"), [],
+                               [helper.make_tensor_sequence_value_info(appended, st.elem, None)])
+    nodes = [helper.make_node("If", [cname], [s_out], then_branch=then_g, else_branch=else_g)]
+    _loop_with_body(st, nodes, s_in, s_out, i, c, c_out, trips)
+    if not cond:
+        st.shapes += [st.x_shape()] * trips

@@ -36,7 +36,8 @@ LONG_SEEDS = (0, 1_000_000, 2_000_000, 3_000_000)
 LONG_PER_SEED = 2500
 
 
-def run_one(seed: int, tally: dict[str, Counter], targets: bool = False) -> tuple[str, str] | None:
+def run_one(seed: int, tally: dict[str, Counter], targets: bool = False, check_passes: bool = False,
+            shapes: str = "v1") -> tuple[str, str] | None:
     """Generate, lower and verify program ``seed`` (for a target drawn from every target
     with ``targets``); None when it is right, else the kind ("mismatch" or "crash") and
     what went wrong."""
@@ -45,17 +46,18 @@ def run_one(seed: int, tally: dict[str, Counter], targets: bool = False) -> tupl
     def draw(kind, *args):
         return rng.randint(args[0], args[1]) if kind == "int" else rng.choice(args[0])
 
-    m, feeds = generate(draw)
+    m, feeds = generate(draw, shapes=shapes)
     target = random.Random(-seed).choice(TARGETS) if targets else "generic"
     tally["target"][target] += 1
     tally["opset"][m.opset_import[0].version] += 1
     tally["element"][TensorProto.DataType.Name(m.graph.input[0].type.tensor_type.elem_type)] += 1
     tally["op"].update(n.op_type for n in m.graph.node)
     try:
-        low_ir, report = lower_with_report(load_model(m), LowerOptions(target=target))
+        low_ir, report = lower_with_report(load_model(m), LowerOptions(target=target, check_each_pass=check_passes))
         tally["representation"].update({r["into"] for r in report.rewrites})
         low = to_proto(low_ir)
-        problems = [] if take_inventory(low).clean or target == "onnxruntime" else ["not tensor-only"]
+        clean = take_inventory(low).clean or target == "onnxruntime"
+        problems = [] if clean else ["not tensor-only: " + "; ".join(r["reason"] for r in report.remaining[:1])]
         for backend in ("reference", "onnxruntime"):
             rep = verify(m, low, inputs=[feeds], backend=backend)
             if not rep.equivalent:
@@ -73,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", help="comma-separated first seeds (with --long)")
     p.add_argument("--per-seed", type=int, default=LONG_PER_SEED, help="programs per seed (with --long)")
     p.add_argument("--targets", action="store_true", help="lower each program for a target drawn from every target")
+    p.add_argument("--check-passes", action="store_true",
+                   help="onnx's full checker after every pass: a failure names the pass that broke the model")
+    p.add_argument("--shapes", choices=("v1", "v2"), default="v1",
+                   help="v2 adds the Stage 7 program shapes (tests/program_generator.py)")
     args = p.parse_args(argv)
     if args.long:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(LONG_SEEDS)
@@ -86,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     for first, count in runs:
         seed_failures = 0
         for k in range(count):
-            outcome = run_one(first + k, tally, args.targets)
+            outcome = run_one(first + k, tally, args.targets, args.check_passes, args.shapes)
             total += 1
             if outcome is not None:
                 failures[outcome[0]] += 1

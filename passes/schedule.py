@@ -1,0 +1,122 @@
+"""The pass schedule ``seqlower lower`` runs: rounds of (infer, fold, lower) to a
+fixpoint, then the target's rewrites and a final inference. It lives with the passes;
+the API (``seqlower.lower``) and the CLI only build it from ``LowerOptions``."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from seqlower.passes.carry_string_scans import CarryStringScansPass
+from seqlower.passes.clean_up_graph import CleanUpGraphPass
+from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
+from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
+from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
+from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
+from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+from seqlower.passes.loops_to_scans import LoopsToScansPass
+from seqlower.passes.lower_cumsum import LowerCumSumPass
+from seqlower.passes.lower_flat_sequences import LowerFlatSequencesPass
+from seqlower.passes.lower_optionals import LowerOptionalsPass
+from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
+from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
+from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
+from seqlower.passes.lower_zip_map import LowerZipMapPass
+from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
+from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
+from seqlower.passes.unroll_loops import UnrollLoopsPass
+from seqlower.passes.vectorize_loops import VectorizeLoopsPass
+from seqlower.model_io import check_model
+from seqlower.options import LowerOptions
+from seqlower.targets import Target, load_target
+
+__all__ = ["MAX_ROUNDS", "CheckModelPass", "build_passes", "loop_fallbacks"]
+
+
+# Each round can expose more static structure to the next (a lowered SequenceAt gives
+# the next SplitToSequence a shape; an inlined SequenceMap body gives exact shapes), so
+# the rounds repeat until nothing changes. Chains deeper than this are rare in exports.
+MAX_ROUNDS = 16
+
+
+class CheckModelPass(ir.passes.InPlacePass):
+    """Fails (naming the pass before it) unless the model passes onnx's full checker.
+    With ``build_passes(..., check_each=True)`` one runs after every pass, so a pass that
+    writes a wrong declared shape is caught where it wrote it (tests and fuzzing)."""
+
+    def __init__(self, after: str) -> None:
+        super().__init__()
+        self.after = after
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        check_model(model, f"the model after {self.after}", what="fails the ONNX checker")
+        return ir.passes.PassResult(model, False)
+
+
+def _checked(passes: list[ir.passes.PassBase]) -> list[ir.passes.PassBase]:
+    out: list[ir.passes.PassBase] = []
+    for p in passes:
+        out += [p, CheckModelPass(type(p).__name__)]
+    return out
+
+
+def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.passes.PassBase]:
+    """The passes, in order: rounds of (infer, fold, lower Unrolled, clean up) to a
+    fixpoint, then a final shape inference so every value is typed. ``check_each``:
+    onnx's full checker after every pass (``CheckModelPass``)."""
+    wrap = _checked if check_each else list
+
+    target = load_target(options.target)
+    # Ops the target lacks that have a lowering, after the folds (a constant one folds).
+    for_target: list[ir.passes.PassBase] = [LowerReverseSequencePass()] if "ReverseSequence" in target.lacks else []
+    # Without Loop, constant-trip Loops become straight-line code first, so that the
+    # sequences they carry are static for the lowerings after.
+    unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []
+    rounds = ir.passes.PassManager(
+        wrap([
+            *unroll,
+            LowerOptionalsPass(),
+            InferSequenceShapesPass(options.keepdims_policy),
+            FoldSequenceArgumentsPass(),
+            FoldSequenceConstantsPass(options.keepdims_policy),
+            *for_target,
+            LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
+            LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
+            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
+            # The dynamic lowerings emit CumSum (element bounds): lowered after them.
+            *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
+            # What stays a Loop (a run-time trip count) runs batched where its body allows,
+            # else as a Scan where the target has one.
+            *loop_fallbacks(target),
+            CleanUpGraphPass(),
+        ]),
+        steps=MAX_ROUNDS,
+        early_stop=True,
+    )
+
+    # onnxruntime stacks string scan outputs wrong; every target gets them carried.
+    final: list[ir.passes.PassBase] = [CarryStringScansPass()]
+    if not target.sequences:
+        final.append(LowerZipMapPass())  # seq(map) outputs: no such type without sequences
+    if "empty-constant-loop-state" in dict(target.quirks):
+        final += [UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state), UnfoldEmptyLoopStatesPass()]
+    if "loop-assumes-an-iteration" in dict(target.quirks):
+        final.append(GuardZeroTripLoopsPass())
+    if "split-tuple-output" in dict(target.quirks):
+        final.append(SeparateTupleOutputsPass())
+    if final:
+        final.append(CleanUpGraphPass())  # what the target's rewrites left unused
+    final.append(InferSequenceShapesPass(options.keepdims_policy))
+    if "symbolic-value-info" in dict(target.quirks):
+        final.append(ForgetIntermediateShapesPass())
+    return [rounds, *wrap(final)]
+
+
+
+def loop_fallbacks(target: Target) -> list[ir.passes.PassBase]:
+    """For a target without Loop, what takes the Loops unrolling leaves: the batched body,
+    else a Scan where the target has one."""
+
+    if "Loop" not in target.lacks:
+        return []
+    scans = [LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))] if "Scan" not in target.lacks else []
+    return [VectorizeLoopsPass(), *scans]
