@@ -29,7 +29,7 @@ from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 
-__all__ = ["FoldSequenceArgumentsPass"]
+__all__ = ["FoldSequenceArgumentsPass", "evaluate"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
     v = node.inputs[i] if i < len(node.inputs) else None
     if v is None or const_array(v) is not None or v.producer() is None:
         return None
-    value = _evaluate(v, scope.opset)
+    value = evaluate(v, scope.opset)
     if value is None:
         return None
     const = scope.builder(node, names).constant(value, f"{v.name or 'arg'}_folded")
@@ -58,8 +58,10 @@ def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
     return "constant argument", f"input {i} folded from static shapes"
 
 
-def _evaluate(target: ir.Value, opset: int) -> np.ndarray | None:
-    """The value of ``target`` if its backward slice is computable at compile time."""
+def evaluate(target: ir.Value, opset: int) -> np.ndarray | None:
+    """The value of ``target`` if its backward slice is computable at compile time:
+    constants, the ``Shape``/``Size`` of a value with a static shape, or the static dims
+    a ``Gather``/``Slice`` picks out of a partly known shape, then any arithmetic."""
     known: dict[ir.Value, np.ndarray] = {}
     order: list[ir.Node] = []
     seen: set[int] = set()
@@ -69,6 +71,8 @@ def _evaluate(target: ir.Value, opset: int) -> np.ndarray | None:
         if v in known:
             continue
         c = const_array(v)
+        if c is None:
+            c = _static_dims_picked(v)
         if c is not None:
             known[v] = c
             continue
@@ -104,6 +108,43 @@ def _evaluate(target: ir.Value, opset: int) -> np.ndarray | None:
                 return None
             known[out] = val
     return known.get(target)
+
+
+def _static_dims_picked(v: ir.Value) -> np.ndarray | None:
+    """``Gather(Shape(x), k)`` or ``Slice(Shape(x), ...)`` with constant indices, when
+    the dims it picks are static although ``x``'s other dims are not."""
+    node = v.producer()
+    if node is None or not is_default_domain(node) or node.op_type not in ("Gather", "Slice") or not node.inputs:
+        return None
+    shape_node = node.inputs[0].producer() if node.inputs[0] is not None else None
+    if shape_node is None or shape_node.op_type != "Shape" or not is_default_domain(shape_node):
+        return None
+    x = shape_node.inputs[0]
+    if x is None or x.shape is None:
+        return None
+    start = shape_node.attributes["start"].as_int() if "start" in shape_node.attributes else 0
+    end = shape_node.attributes["end"].as_int() if "end" in shape_node.attributes else x.shape.rank()
+    dims = list(x.shape.dims)[slice(start, end)]
+    positions = np.arange(len(dims), dtype=np.int64)
+    try:
+        if node.op_type == "Gather":
+            index = const_array(node.inputs[1]) if len(node.inputs) > 1 else None
+            if index is None or ("axis" in node.attributes and node.attributes["axis"].as_int() != 0):
+                return None
+            picked = positions[np.asarray(index, dtype=np.int64)]
+        else:
+            args = [const_array(node.inputs[i]) if len(node.inputs) > i and node.inputs[i] is not None else None
+                    for i in range(1, 5)]
+            if args[0] is None or args[1] is None or (args[2] is not None and list(args[2].reshape(-1)) != [0]):
+                return None
+            step = int(args[3].reshape(-1)[0]) if args[3] is not None else 1
+            picked = positions[int(args[0].reshape(-1)[0]):int(args[1].reshape(-1)[0]):step]
+    except (IndexError, ValueError, TypeError):
+        return None
+    values = [dims[int(i)] for i in np.asarray(picked).reshape(-1)]
+    if not all(isinstance(d, int) for d in values):
+        return None
+    return np.array(values, dtype=np.int64).reshape(np.asarray(picked).shape)
 
 
 def _producers_first(nodes: list[ir.Node]) -> list[ir.Node]:

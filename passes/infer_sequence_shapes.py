@@ -101,14 +101,16 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         return modified
 
     def _loop_invariant_elements(self, model: ir.Model) -> bool:
-        """Prove by induction that a Loop-carried sequence keeps its initial element shape.
+        """The element shape a Loop-carried sequence keeps, as a fixpoint with widening.
 
         A body input declared with unknown dims (TorchScript's ``seq(float[?])``) makes
         every element read in the body unknown, so what the body inserts is unknown, so
-        the carried elements look unknown: the fixpoint is stuck low. Assume instead that
-        the elements have the initial value's shape (every element the same shape, of
-        numbers and model-input dims), infer, and keep the result only if the body then
-        gives back elements of exactly that shape; otherwise every shape is restored.
+        the carried elements look unknown: the fixpoint is stuck low. Start instead from
+        the initial value's merged element shape (its rank, the dims every element
+        shares: numbers and model-input dims), declare it on the body input, infer, and
+        join what the body gives back into it (a dim that differs widens to unknown);
+        repeat until the body gives back nothing new. A rank the body changes, or no
+        fixpoint within ``_WIDENING_ROUNDS``, restores every shape.
         """
         loops = [
             node for graph in model.graphs() for node in graph
@@ -119,32 +121,52 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             return False  # nothing to prove: no analysis
         analysis = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
         anchored = input_dim_names(model)
-        candidates: list[tuple[ir.Value, ir.Value, ir.Shape]] = []
+        candidates: list[list] = []  # [body input, body output, declared shape]
         for node in loops:
             body = node.attributes["body"].as_graph()
             for k, init in enumerate(node.inputs[2:]):
                 info = analysis.info.get(init) if init is not None else None
-                if info is None or not info.uniform or info.elem_shape is None or 1 + k >= len(body.outputs):
+                if info is None or 1 + k >= len(body.outputs):
                     continue
-                shape = info.elem_shape
+                start = info.elem_shape
+                if info.length == 0:
+                    # An empty list has no element shape yet (the lattice's bottom): seed
+                    # the fixpoint with what the body inserts; the check below keeps
+                    # the result only if the body gives back nothing outside it.
+                    start = merge_shapes(_inserted_shapes(body)) if _inserted_shapes(body) else None
+                if start is None:
+                    continue
+                shape = _declarable(start, anchored)
                 bi = body.inputs[2 + k]
-                if bi.shape == shape or not anchored_shape(shape, anchored):
+                if bi.shape == shape or (bi.shape is not None and _at_least_as_precise(bi.shape, shape)):
                     continue
-                candidates.append((bi, body.outputs[1 + k], shape))
+                candidates.append([bi, body.outputs[1 + k], shape])
         if not candidates:
             return False
         snapshot = [(v, v.shape) for g in model.graphs() for v in _graph_values(g)]
-        for bi, _, shape in candidates:
-            bi.shape = shape
-        self._settle(model)
-        after = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
-        for bi, bo, shape in candidates:
-            out = after.info.get(bo)
-            if out is None or not (out.length == 0 or (out.uniform and out.elem_shape == shape)):
-                for v, old in snapshot:
-                    v.shape = old
-                return False
-        return True
+        for _ in range(_WIDENING_ROUNDS):
+            for bi, _, shape in candidates:
+                bi.shape = shape
+            self._settle(model)
+            after = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
+            widened = False
+            for cand in candidates:
+                out = after.info.get(cand[1])
+                if out is not None and out.length == 0:
+                    continue
+                back = None if out is None or out.elem_shape is None else _declarable(out.elem_shape, anchored)
+                joined = merge_shapes([cand[2], back])
+                if joined is None:  # the body changes the rank, or gives back elements of unknown rank
+                    for v, old in snapshot:
+                        v.shape = old
+                    return False
+                if joined != cand[2]:
+                    cand[2], widened = joined, True
+            if not widened:
+                return True
+        for v, old in snapshot:
+            v.shape = old
+        return False
 
     def _onnx_inference(self, model: ir.Model) -> bool:
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -229,6 +251,34 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     out.shape = new
                     modified = True
         return modified
+
+
+# Each round widens at least one dim to unknown, so ranks up to this converge.
+_WIDENING_ROUNDS = 6
+
+
+def _declarable(shape: ir.Shape, anchored: frozenset[str]) -> ir.Shape:
+    """A shape a body input can declare for every iteration: numbers and model-input
+    dims stay; a symbolic dim of the body's own (one size per iteration) is unknown."""
+    return ir.Shape([d if isinstance(d, int) or (d is not None and anchored_shape(ir.Shape([d]), anchored)) else None
+                     for d in shape.dims])
+
+
+def _inserted_shapes(body: ir.Graph) -> list[ir.Shape | None]:
+    """The shapes of the tensors a body (and the subgraphs in it) puts into lists."""
+    shapes = []
+    for node in ir.traversal.RecursiveGraphIterator(body):
+        if node.op_type == "SequenceInsert" and len(node.inputs) > 1 and node.inputs[1] is not None:
+            shapes.append(node.inputs[1].shape)
+        elif node.op_type == "SequenceConstruct":
+            shapes += [v.shape for v in node.inputs if v is not None]
+    return shapes
+
+
+def _at_least_as_precise(declared: ir.Shape, shape: ir.Shape) -> bool:
+    """``declared`` already says all ``shape`` says (same rank, each known dim equal)."""
+    return declared.rank() == shape.rank() and all(
+        b is None or (a is not None and str(a) == str(b)) for a, b in zip(declared.dims, shape.dims))
 
 
 def _graph_values(graph: ir.Graph) -> Iterator[ir.Value]:

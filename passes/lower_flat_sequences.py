@@ -759,6 +759,19 @@ def _unscan_rows(scan: ir.Value, width: int | None, o: Ops, name: str) -> ir.Val
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
+    info = lw.analysis.info.get(node.inputs[0])
+    if info is not None and info.length == 0:
+        # A map over a list that is provably empty makes empty lists: no Loop (its body's
+        # shapes, never computed, may not even have a rank).
+        for out, bo in zip(node.outputs, body.outputs):
+            width, ranked = lw.layout(out)
+            out_info = lw.analysis.info.get(out)
+            dtype = bo.dtype or (out_info.dtype if out_info is not None else None)
+            assert dtype is not None and width is not None
+            shapes = o.b.constant(np.zeros((0, width), dtype=np.int64), f"{out.name}_rows")
+            ranks = o.b.constant(np.zeros(0, dtype=np.int64), f"{out.name}_rank_list") if ranked else None
+            lw.make(out, o.empty(dtype), shapes, ranks, o, dtype)
+        return "empty lists: the mapped list is empty"
     first = lw.seq(node.inputs[0])
     base = node.outputs[0].name or "map"
     names = lw.names

@@ -377,6 +377,14 @@ def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
             for side, g in enumerate(branches):
                 branch_outputs[side].append(g.outputs[k])
             spans.append((out, start, 1, False))
+    if not new_outputs:
+        # Every output was a list that is empty in both branches: nothing is left to
+        # compute (an If must have an output), and ONNX nodes have no side effects.
+        for out, *_ in spans:
+            lw.elems[out] = []
+        for g in branches:
+            g.outputs.clear()
+        return "nothing left: both branches give empty lists"
     for side, g in enumerate(branches):
         fixed = returned_by(g, branch_outputs[side], lw.names, b.opset)
         g.outputs.clear()

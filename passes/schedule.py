@@ -10,6 +10,7 @@ from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
 from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
+from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
@@ -76,6 +77,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
             *unroll,
             LowerOptionalsPass(),
             InferSequenceShapesPass(options.keepdims_policy),
+            FoldStaticIfsPass(),
             FoldSequenceArgumentsPass(),
             FoldSequenceConstantsPass(options.keepdims_policy),
             *for_target,

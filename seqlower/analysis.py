@@ -561,7 +561,9 @@ class _Analyzer:
             elem = merge_shapes([s.elem_shape, _shape_of(t)]) if s.length != 0 else _shape_of(t)
             uniform = s.uniform and s.elem_shape == _shape_of(t) if s.length != 0 else _fully_known(_shape_of(t))
             if length is not None:
-                shapes = (elem if uniform else None,) * length
+                # Each element's shape is at least the merged one (its rank, the dims
+                # they all share): a sound approximation, which later ops can join.
+                shapes = (elem,) * length
                 self._set(out, SeqInfo(dtype, length, shapes, elem, uniform and _fully_known(elem), (None,) * length), label)
             else:
                 self._set(out, SeqInfo.unknown(dtype, elem, uniform), label)
@@ -573,7 +575,7 @@ class _Analyzer:
             self._set(out, SeqInfo.unknown(dtype), label)
             return
         p = p + n if p < 0 else p  # -1 inserts before the last element, not after it
-        shapes = list(s.shapes or ())
+        shapes = [sh if sh is not None else s.elem_shape for sh in (s.shapes or ())]
         consts = list(s.consts or ())
         shapes.insert(p, _shape_of(t))
         consts.insert(p, const_array(t))
@@ -591,7 +593,7 @@ class _Analyzer:
             if s.length == 0:
                 self._fail(node, "erases from an empty sequence")
             if length is not None and length >= 0:
-                shapes = (s.elem_shape if s.uniform else None,) * length
+                shapes = (s.elem_shape,) * length
                 self._set(out, SeqInfo(s.dtype, length, shapes, s.elem_shape, s.uniform, (None,) * length), label)
             else:
                 self._set(out, SeqInfo.unknown(s.dtype, s.elem_shape, s.uniform), label)
@@ -606,7 +608,7 @@ class _Analyzer:
             self._set(out, SeqInfo.unknown(s.dtype, s.elem_shape, s.uniform), label)
             return
         p %= n
-        shapes = list(s.shapes or ())
+        shapes = [sh if sh is not None else s.elem_shape for sh in (s.shapes or ())]
         consts = list(s.consts or ())
         del shapes[p], consts[p]
         if shapes:
@@ -1004,6 +1006,9 @@ class _Analyzer:
             squeeze = dynamic_split_squeezes(p, self.policy)
             return [(r - 1 if squeeze else r, None)]
         if op == "SequenceMap":
+            first = self.result.info.get(p.inputs[0]) if p.inputs and p.inputs[0] is not None else None
+            if first is not None and first.length == 0:
+                return []  # a map over no element makes none: nothing of any rank enters
             body = _subgraph(p, "body")
             bo = body.outputs[list(p.outputs).index(v)] if body is not None else None
             return [(_rank_of(bo), f"'{bo.name if bo is not None else '?'}' (made by {node_label(p)})")]

@@ -71,17 +71,21 @@ def lower_checked(
     dims: dict[str, int] | None = None,
     packed: bool = True,
     target: str = "generic",
+    check_each_pass: bool = False,
 ):
     """Lower ``m`` and hold the result to the Stage 2 promises: tensor-only, passes the
     full checker, keeps opset and IR version, byte-identical across runs and a fixpoint
-    of lowering, and equal to the original on every backend asked for."""
+    of lowering, and equal to the original on every backend asked for. With
+    ``check_each_pass``, onnx's full checker also runs after every pass."""
     from seqlower import lower_with_report, load_model
     from seqlower.executor.verify import verify
     from seqlower.inventory import take_inventory
     from seqlower.model_io import to_proto
 
     original = m.SerializeToString()
-    low_ir, report = lower_with_report(load_model(m), _options(max_unroll, policy, packed, target))
+    options = _options(max_unroll, policy, packed, target)
+    options.check_each_pass = check_each_pass
+    low_ir, report = lower_with_report(load_model(m), options)
     low = to_proto(low_ir)
     assert m.SerializeToString() == original, "lowering modified its input"
     onnx.checker.check_model(low, full_check=True)

@@ -64,17 +64,18 @@ def _x(state: _State) -> np.ndarray:
     return values.astype(helper.tensor_dtype_to_np_dtype(state.elem))
 
 
-def generate(draw: Any, shapes: str = "v1") -> tuple[onnx.ModelProto, dict[str, Any]]:
+def generate(draw: Any, shapes: str = "v1", unknown_rank: bool = True) -> tuple[onnx.ModelProto, dict[str, Any]]:
     """A random program and its feeds; ``draw(kind, *args)`` supplies the choices:
     draw("int", lo, hi) or draw("choice", options). ``shapes="v2"`` adds the program
-    shapes of Stage 7 (see ``_V2_STEPS``)."""
+    shapes of Stage 7 (see ``_V2_STEPS``), and with ``unknown_rank`` a model input of
+    unknown rank in one program of four."""
     opset = draw("choice", [13, 17, 18, 26])
     n_rows, m_cols = draw("int", 0, 4), draw("int", 1, 3)
     family = draw("choice", ["rows", "cols"])
     elem = draw("choice", list(ELEMENT_TYPES))
     st = _State(family, elem, n_rows, m_cols, [], "")
     st.inputs.append(helper.make_tensor_value_info("x", elem, ["N", "M"]))
-    if shapes == "v2" and draw("choice", [False, False, False, True]):
+    if shapes == "v2" and unknown_rank and draw("choice", [False, False, False, True]):
         st.inputs[-1].type.tensor_type.ClearField("shape")  # a model input of unknown rank
     st.feeds["x"] = _x(st)
     if shapes == "v2" and draw("choice", [False, True]):

@@ -127,7 +127,8 @@ def test_one_node_label_in_report_inspect_and_check(path):
     """Every node the lower report names is named the same way by inspect and check (the
     inventory of the input), subgraph paths included."""
     from seqlower import LowerOptions, load_model, lower_with_report
-    from seqlower.inventory import take_inventory
+    from seqlower.errors import describe_node
+    from seqlower.inventory import take_inventory, walk_graphs
     from seqlower.pipeline import describe_sequences
 
     proto = onnx.load(str(path))
@@ -135,6 +136,9 @@ def test_one_node_label_in_report_inspect_and_check(path):
     known = {(op.node, op.graph) for op in inv.ops}
     known |= {(label, v.graph) for v in inv.values for label in [v.producer, *v.consumers] if label}
     known |= {(s["producer"], s["graph"]) for s in describe_sequences(load_model(path))}
+    # Any other node a rewrite names (an If it folded) is named as check walks the input.
+    known |= {(describe_node(n.op_type, n.name, list(n.output)), where)
+              for where, g, _ in walk_graphs(proto) for n in g.node}
     _, report = lower_with_report(load_model(path), LowerOptions())
     named = {(r["node"], r["graph"]) for r in report.rewrites}
     assert named and named <= known, sorted(named - known)

@@ -117,6 +117,15 @@ def _script_models() -> list[Spec]:
         return torch.cat([parts[-1], parts[0]], 1)
 
     @torch.jit.script
+    def nonzero_rows_loop(x: torch.Tensor) -> torch.Tensor:
+        # Per-row data-dependent sizes: the indices of each row's positive entries.
+        out: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            idx = torch.nonzero(x[i] > 0)
+            out.append(idx.squeeze(1) + i * 10)
+        return torch.cat(out + [torch.zeros(1, dtype=torch.long)], 0)
+
+    @torch.jit.script
     def loop_collect_steps(x: torch.Tensor) -> torch.Tensor:
         h = x.sum(0) * 0
         steps: List[torch.Tensor] = []
@@ -151,6 +160,7 @@ def _script_models() -> list[Spec]:
         # Only the w where the export is faithful (see EXPORTER_LIMITS).
         (chunk_dynamic_dim, nw([(2, 7), (2, 0), (0, 5), (1, 3), (3, 6), (1, 5)]), both),
         (loop_collect_steps, nw(), both),
+        (nonzero_rows_loop, nw(), both),
     ]:
         ts.append(Spec(f"ts_{fn.name}", wrap(fn), cases, dynamic, "torchscript", (13, 17)))
     return ts

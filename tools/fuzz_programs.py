@@ -37,7 +37,7 @@ LONG_PER_SEED = 2500
 
 
 def run_one(seed: int, tally: dict[str, Counter], targets: bool = False, check_passes: bool = False,
-            shapes: str = "v1") -> tuple[str, str] | None:
+            shapes: str = "v1", unknown_rank: bool = True) -> tuple[str, str] | None:
     """Generate, lower and verify program ``seed`` (for a target drawn from every target
     with ``targets``); None when it is right, else the kind ("mismatch" or "crash") and
     what went wrong."""
@@ -46,7 +46,7 @@ def run_one(seed: int, tally: dict[str, Counter], targets: bool = False, check_p
     def draw(kind, *args):
         return rng.randint(args[0], args[1]) if kind == "int" else rng.choice(args[0])
 
-    m, feeds = generate(draw, shapes=shapes)
+    m, feeds = generate(draw, shapes=shapes, unknown_rank=unknown_rank)
     target = random.Random(-seed).choice(TARGETS) if targets else "generic"
     tally["target"][target] += 1
     tally["opset"][m.opset_import[0].version] += 1
@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="onnx's full checker after every pass: a failure names the pass that broke the model")
     p.add_argument("--shapes", choices=("v1", "v2"), default="v1",
                    help="v2 adds the Stage 7 program shapes (tests/program_generator.py)")
+    p.add_argument("--no-unknown-rank", action="store_true", help="with --shapes v2: every input's rank declared")
     args = p.parse_args(argv)
     if args.long:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(LONG_SEEDS)
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     for first, count in runs:
         seed_failures = 0
         for k in range(count):
-            outcome = run_one(first + k, tally, args.targets, args.check_passes, args.shapes)
+            outcome = run_one(first + k, tally, args.targets, args.check_passes, args.shapes, not args.no_unknown_rank)
             total += 1
             if outcome is not None:
                 failures[outcome[0]] += 1

@@ -1,0 +1,86 @@
+"""Inline an ``If`` whose condition is known at compile time and whose result goes into
+a list.
+
+TorchScript exports ``t.squeeze(1)`` as ``If(Shape(t)[1] == 1, Squeeze(t, 1), t)``: the
+two branches have different ranks, so the element the list receives has no rank at
+compile time, and the list cannot be lowered. The dims the condition reads are often
+static even where the tensor's other dims are not (``NonZero`` of a row gives ``[1, k]``,
+transposed ``[k, 1]``). This pass:
+
+1. finds each ``If`` one of whose outputs reaches a sequence op's tensor input (through
+   up to ``_MAX_HOPS`` single-output tensor ops: ``Add``, ``Cast``, ``Unsqueeze``...);
+2. evaluates its condition from constants and static dims (``Shape``, ``Gather`` or
+   ``Slice`` of a shape whose selected dims are static, then any arithmetic), with the
+   evaluator of ``fold_sequence_arguments``;
+3. replaces the ``If`` by the taken branch, inlined::
+
+       before: y = If(c) <then: y1 = Squeeze(t, axes)> <else: y2 = Identity(t)>, c known true
+       after:  y = Squeeze(t, axes)
+
+Other ``If`` nodes are the user's and stay as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis import is_default_domain
+from seqlower.builder import NameAuthority
+from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_graph, rewrite_each_node, take_places
+from seqlower.passes.fold_sequence_arguments import evaluate
+
+__all__ = ["FoldStaticIfsPass"]
+
+logger = logging.getLogger(__name__)
+
+# Which input of each sequence op receives an element tensor.
+_ELEMENT_INPUTS = {"SequenceInsert": (1,), "SequenceConstruct": None, "SplitToSequence": (0,)}
+_MAX_HOPS = 4
+
+
+class FoldStaticIfsPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return rewrite_each_node(model, _fold)
+
+
+def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+    if node.op_type != "If" or not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
+        return None
+    if not any(_reaches_a_list(v) for v in node.outputs):
+        return None
+    cond = evaluate(node.inputs[0], scope.opset)
+    if cond is None or cond.size != 1:
+        return None
+    taken = bool(np.asarray(cond).reshape(()))
+    branch = node.attributes["then_branch" if taken else "else_branch"].as_graph()
+    b = scope.builder(node, names)
+    mapped = inline_graph(branch, {}, b, names, "if")
+    # Each result through an Identity that takes the If output's name, type and place
+    # (a model output keeps its name even where the branch returns an outer value).
+    results = [b.identity(mapped.get(bo, bo), f"{out.name or 'if'}_taken") for out, bo in zip(node.outputs, branch.outputs)]
+    take_places(list(node.outputs), results, scope.graph)
+    discard_subgraphs(node)
+    for i in range(len(node.inputs)):  # let the condition's arithmetic die with it
+        node.replace_input_with(i, None)
+    scope.graph.remove(node, safe=True)
+    return "inlined", f"the {'then' if taken else 'else'} branch: its condition is known from static dims"
+
+
+def _reaches_a_list(v: ir.Value) -> bool:
+    frontier, hops = [v], 0
+    while frontier and hops <= _MAX_HOPS:
+        nxt = []
+        for value in frontier:
+            for use in value.uses():
+                user, idx = use.node, use.idx
+                if user.op_type in _ELEMENT_INPUTS and is_default_domain(user):
+                    wanted = _ELEMENT_INPUTS[user.op_type]
+                    if wanted is None or idx in wanted:
+                        return True
+                if len(user.outputs) == 1 and not user.attributes.get("body") and user.op_type not in ("If", "Loop"):
+                    nxt.append(user.outputs[0])
+        frontier, hops = nxt, hops + 1
+    return False

@@ -1,0 +1,114 @@
+"""FoldStaticIfsPass: an If whose condition follows from static dims, and whose result
+goes into a list, is replaced by its taken branch; other Ifs stay. TorchScript's
+``squeeze(1)`` export (If(Shape(t)[1] == 1, Squeeze, Identity)) is the pattern."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import helper
+
+from seqlower.model_io import to_proto
+from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
+from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+from tests.helpers import BOOL, FLOAT, INT64, body, const, lower_checked, model, seq, t
+
+
+def _squeeze_if(t_in: str, out: str, axis_dim: str) -> list[onnx.NodeProto]:
+    """TorchScript's squeeze(1): squeeze only if dim 1 is 1."""
+    return [
+        helper.make_node("Shape", [t_in], [f"{out}_shape"]),
+        helper.make_node("Gather", [f"{out}_shape", "one"], [f"{out}_dim"], axis=0),
+        helper.make_node("Equal", [f"{out}_dim", "one"], [f"{out}_is1"]),
+        helper.make_node("If", [f"{out}_is1"], [out], name=f"{out}_if",
+                         then_branch=body([helper.make_node("Squeeze", [t_in, "one"], [f"{out}_sq"])], [],
+                                          [t(f"{out}_sq", FLOAT, None)]),
+                         else_branch=body([helper.make_node("Identity", [t_in], [f"{out}_id"])], [],
+                                          [t(f"{out}_id", FLOAT, None)])),
+    ]
+
+
+def _top_level(x_shape, y_rank: int = 1) -> onnx.ModelProto:
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]), *_squeeze_if("xt", "row", "1"),
+             helper.make_node("SequenceConstruct", ["row", "row"], ["s"]),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)]
+    return model(nodes, [t("x", FLOAT, x_shape)], [t("y", FLOAT, [None] * y_rank)],
+                 initializer=[const("one", [1], np.int64)])
+
+
+def _ops(m: onnx.ModelProto) -> list[str]:
+    found, graphs = [], [m.graph]
+    while graphs:
+        g = graphs.pop()
+        for n in g.node:
+            found.append(n.op_type)
+            graphs += [a.g for a in n.attribute if a.HasField("g")]
+    return found
+
+
+def test_a_static_condition_inlines_the_taken_branch():
+    # x [1, k]: transposed [k, 1], whose dim 1 is static although dim 0 is not.
+    m = ir.serde.deserialize_model(_top_level([1, "k"]))
+    InferSequenceShapesPass()(m)
+    assert FoldStaticIfsPass()(m).modified
+    out = to_proto(m)
+    assert "If" not in _ops(out) and "Squeeze" in _ops(out)
+    lower_checked(_top_level([1, "k"]), inputs=[{"x": np.arange(4, dtype=np.float32).reshape(1, 4)}])
+
+
+def test_the_else_branch_when_the_dim_is_not_1():
+    m = ir.serde.deserialize_model(_top_level([3, "k"], 2))
+    InferSequenceShapesPass()(m)
+    assert FoldStaticIfsPass()(m).modified
+    assert "Squeeze" not in _ops(to_proto(m)) and "If" not in _ops(to_proto(m))
+    # onnxruntime refuses this original: its inference checks the branch never taken.
+    lower_checked(_top_level([3, "k"], 2), inputs=[{"x": np.ones((3, 2), np.float32)}], backends=("reference",))
+
+
+def test_nothing_changes_when_the_dim_is_known_only_at_run_time():
+    m = ir.serde.deserialize_model(_top_level(["a", "k"]))
+    InferSequenceShapesPass()(m)
+    assert not FoldStaticIfsPass()(m).modified
+
+
+def test_an_if_that_feeds_no_list_is_the_users_and_stays():
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]), *_squeeze_if("xt", "row", "1"),
+             helper.make_node("Relu", ["row"], ["y"])]
+    m = ir.serde.deserialize_model(model(nodes, [t("x", FLOAT, [1, "k"])], [t("y", FLOAT, None)],
+                                         initializer=[const("one", [1], np.int64)]))
+    InferSequenceShapesPass()(m)
+    assert not FoldStaticIfsPass()(m).modified
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_inside_a_loop_body_like_torchscripts_nonzero_list_loop(opset):
+    loop_body = body(
+        [helper.make_node("Gather", ["x", "i"], ["r"], axis=0),
+         helper.make_node("Greater", ["r", "zero"], ["pos"]),
+         helper.make_node("NonZero", ["pos"], ["nz"]),
+         helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+         *[n for n in _squeeze_if("idx", "sq", "1")],
+         helper.make_node("SequenceInsert", ["acc", "sq"], ["acc_out"]),
+         helper.make_node("Identity", ["c"], ["c_out"])],
+        [t("i", INT64, []), t("c", BOOL, []), seq("acc", INT64, None)],
+        [t("c_out", BOOL, []), seq("acc_out", INT64, None)],
+    )
+    # The branches are typed for int64 here.
+    for n in loop_body.node:
+        if n.op_type == "If":
+            for a in n.attribute:
+                a.g.output[0].type.tensor_type.elem_type = INT64
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"], dtype=INT64),
+             helper.make_node("Shape", ["x"], ["xs"]),
+             helper.make_node("Gather", ["xs", "zero_i"], ["n"], axis=0),
+             helper.make_node("Loop", ["n", "", "empty"], ["rows"], body=loop_body),
+             helper.make_node("SequenceInsert", ["rows", "tail"], ["all"]),
+             helper.make_node("ConcatFromSequence", ["all"], ["y"], axis=0)]
+    m = model(nodes, [t("x", FLOAT, ["n", "w"])], [t("y", INT64, [None])], opset=opset,
+              initializer=[const("one", [1], np.int64), const("zero", 0.0, np.float32), const("zero_i", 0, np.int64),
+                           const("tail", [0], np.int64)])
+    feeds = [{"x": np.array([[1, -1, 2], [-3, 0, 0], [5, 6, 7]], np.float32)}, {"x": np.zeros((0, 2), np.float32)}]
+    low, _ = lower_checked(m, inputs=feeds)
+    assert "If" not in _ops(low)
