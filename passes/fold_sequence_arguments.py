@@ -26,6 +26,7 @@ import onnx_ir as ir
 from onnx.reference import ReferenceEvaluator
 
 from seqlower.passes._rewrite import Scope, rewrite_each_node
+from seqlower import ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 
@@ -33,7 +34,8 @@ __all__ = ["FoldSequenceArgumentsPass", "evaluate"]
 
 logger = logging.getLogger(__name__)
 
-CONTROL_INPUTS = {"SplitToSequence": 1, "SequenceInsert": 2, "SequenceErase": 1, "SequenceAt": 1, "Loop": 0}
+# The input each op's lowering needs as a constant (seqlower.ops).
+CONTROL_INPUTS = {n: f.control for n, f in ops.REGISTRY.items() if f.control is not None and f.domain == ""}
 _MAX_ELEMENTS = 1024
 _MAX_SLICE = 64
 

@@ -35,6 +35,7 @@ from seqlower.passes._rewrite import (
     walk_scopes,
     write_abi,
 )
+from seqlower import ops
 from seqlower.analysis import is_default_domain, node_label, shape_json
 from seqlower.builder import Builder, NameAuthority
 
@@ -44,7 +45,7 @@ __all__ = ["LowerOptionalsPass", "OPTIONAL_SEQUENCES_KEY"]
 # payloads whose ABI entry the Flat lowering writes.
 BOOL = ir.DataType.BOOL
 
-_OPS = frozenset({"Optional", "OptionalHasElement", "OptionalGetElement"})
+_OPS = ops.names("optional")
 
 
 def _is_optional(v: ir.Value | None) -> bool:

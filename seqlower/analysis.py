@@ -26,6 +26,7 @@ import networkx as nx
 import numpy as np
 import onnx_ir as ir
 
+from seqlower import ops
 from seqlower.builder import merge_shapes, subgraphs
 from seqlower.errors import ModelError, describe_node
 
@@ -48,23 +49,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Ops whose sequence inputs and outputs the lowerings can rewrite.
-LOWERABLE_OPS = frozenset(
-    {
-        "SplitToSequence",
-        "SequenceEmpty",
-        "SequenceConstruct",
-        "SequenceInsert",
-        "SequenceErase",
-        "SequenceAt",
-        "SequenceLength",
-        "ConcatFromSequence",
-        "SequenceMap",
-        "Identity",
-        "If",
-        "Loop",
-    }
-)
+# Ops whose sequence inputs and outputs the lowerings can rewrite (seqlower.ops).
+LOWERABLE_OPS = ops.names("sequence", lowered=True) | ops.names("control", lowered=True)
 _WIDEN_AFTER = 4
 
 
@@ -1030,11 +1016,9 @@ class _Analyzer:
 
 
 # Which inputs of each sequence op are sequences (True) and which tensors (False); the
-# last entry repeats for variadic inputs.
+# last entry repeats for variadic inputs (seqlower.ops).
 _INPUT_KINDS: dict[str, tuple[bool, ...]] = {
-    "SplitToSequence": (False,), "SequenceInsert": (True, False, False), "SequenceErase": (True, False),
-    "SequenceAt": (True, False), "SequenceLength": (True,), "ConcatFromSequence": (True,),
-    "SequenceConstruct": (False,), "SequenceMap": (True, True),
+    n: f.inputs for n, f in ops.REGISTRY.items() if f.family == "sequence" and f.inputs
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import onnx
 
+from seqlower import ops
 from seqlower.errors import describe_node
 
 __all__ = [
@@ -24,22 +25,10 @@ __all__ = [
     "walk_graphs",
 ]
 
-SEQUENCE_OPS = frozenset(
-    {
-        "SplitToSequence",
-        "SequenceInsert",
-        "SequenceErase",
-        "SequenceMap",
-        "SequenceEmpty",
-        "SequenceConstruct",
-        "SequenceAt",
-        "SequenceLength",
-        "ConcatFromSequence",
-    }
-)
-OPTIONAL_OPS = frozenset({"Optional", "OptionalHasElement", "OptionalGetElement"})
+SEQUENCE_OPS = ops.names("sequence")
+OPTIONAL_OPS = ops.names("optional")
 # ai.onnx.ml ops that make sequence values (seq(map(...))).
-ML_SEQUENCE_OPS = frozenset({"ZipMap"})
+ML_SEQUENCE_OPS = ops.names("ml", domain="ai.onnx.ml")
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
