@@ -86,6 +86,8 @@ def generate(draw: Any, shapes: str = "v1", unknown_rank: bool = True) -> tuple[
     for _ in range(draw("int", 1, 5)):
         step = draw("choice", steps)
         globals()[f"_{step}"](st, draw, opset)
+    if shapes == "v2" and opset >= 17 and draw("choice", [False, False, True]):
+        _broadcast_rank_up(st)
     _finish(st, draw)
     g = helper.make_graph(st.nodes, "generated", st.inputs, st.outputs, initializer=st.inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_FOR_OPSET[opset])
@@ -265,13 +267,15 @@ def _finish(st: _State, draw: Any) -> None:
     _length(st, draw, 0)
     if st.shapes:
         out = st.fresh("cat")
-        axis = 0 if st.family == "rows" else 1
+        rank = len(st.shapes[0])
+        axis = (0 if st.family == "rows" else 1) + rank - 2
         stack = all(s == st.shapes[0] for s in st.shapes) and draw("choice", [True, False])
         if stack:
-            st.nodes.append(helper.make_node("ConcatFromSequence", [st.seq], [out], axis=draw("int", -3, 2), new_axis=1))
+            st.nodes.append(helper.make_node("ConcatFromSequence", [st.seq], [out], axis=draw("int", -rank - 1, rank),
+                                             new_axis=1))
         else:
             st.nodes.append(helper.make_node("ConcatFromSequence", [st.seq], [out], axis=axis))
-        st.outputs.append(helper.make_tensor_value_info(out, st.elem, [None] * (3 if stack else 2)))
+        st.outputs.append(helper.make_tensor_value_info(out, st.elem, [None] * (rank + 1 if stack else rank)))
     if draw("choice", [True, False]):
         st.outputs.append(helper.make_tensor_sequence_value_info(st.seq, st.elem, None))
 
@@ -281,6 +285,7 @@ def _finish(st: _State, draw: Any) -> None:
 # differ in a dim, inserts at the front or the middle inside loops, SequenceMap inside If
 # branches, Loop > If > SequenceMap nested three deep, a model input of unknown rank.
 _V2_STEPS = ("loop_insert_front", "loop_insert_middle", "map_in_if", "nested_three_deep")
+# And, last, a SequenceMap whose body broadcasts every element up a rank (_broadcast_rank_up).
 
 
 def _const(st: _State, value: Any, base: str) -> str:
@@ -399,3 +404,21 @@ def _nested_three_deep(st: _State, draw: Any, opset: int) -> None:
     _loop_with_body(st, nodes, s_in, s_out, i, c, c_out, trips)
     if not cond:
         st.shapes += [st.x_shape()] * trips
+
+
+def _broadcast_rank_up(st: _State) -> None:
+    """SequenceMap whose body broadcasts each element against a [1, 1, 1] constant
+    (Where; Or for bools): every element gains a leading axis, rank 3."""
+    e, o, keep = st.fresh("e"), st.fresh("o"), st.fresh("keep")
+    # onnxruntime has no bool Where: bools broadcast through Or with false instead.
+    is_bool = st.elem == BOOL
+    node = (helper.make_node("Or", [e, keep], [o]) if is_bool else helper.make_node("Where", [keep, e, e], [o]))
+    body = helper.make_graph(
+        [node], st.fresh("rank_up"),
+        [helper.make_tensor_value_info(e, st.elem, None)], [helper.make_tensor_value_info(o, st.elem, None)],
+        initializer=[onnx.numpy_helper.from_array(np.full((1, 1, 1), not is_bool, dtype=bool), keep)],
+    )
+    out = st.fresh("s")
+    st.nodes.append(helper.make_node("SequenceMap", [st.seq], [out], body=body))
+    st.shapes = [(1, *s) for s in st.shapes]
+    st.seq = out
