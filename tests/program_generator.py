@@ -212,26 +212,14 @@ def _loop(st: _State, draw: Any, opset: int) -> None:
                     "else", [], [helper.make_tensor_sequence_value_info(else_out, st.elem, None)]),
             ),
         ]
-    if kind == "append_once":
-        nodes.append(helper.make_node("Identity", [i], [n_out]))
-    else:
-        nodes.append(helper.make_node("SequenceLength", [s_out], [n_out]))
-    body = helper.make_graph(
-        nodes, st.fresh("body"),
-        [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),
-         helper.make_tensor_sequence_value_info(s_in, st.elem, None)],
-        [helper.make_tensor_value_info(c_out, BOOL, []), helper.make_tensor_sequence_value_info(s_out, st.elem, None),
-         helper.make_tensor_value_info(n_out, INT64, [])],
-    )
-    out, lens = st.fresh("s"), st.fresh("lens")
-    st.nodes.append(helper.make_node("Loop", [st.runtime_int(trips), "", st.seq], [out, lens], body=body))
-    st.outputs.append(helper.make_tensor_value_info(lens, INT64, [None]))
+    count = (helper.make_node("Identity", [i], [n_out]) if kind == "append_once"
+             else helper.make_node("SequenceLength", [s_out], [n_out]))
+    _loop_with_body(st, nodes[1:], s_in, s_out, i, c, c_out, trips, count)
     for step in range(trips):
         if kind in ("append", "append_once") or (kind == "append_even" and step % 2 == 0):
             st.shapes.append(st.x_shape())
         elif kind == "erase":
             del st.shapes[0]
-    st.seq = out
 
 
 def _if(st: _State, draw: Any, opset: int) -> None:
@@ -310,10 +298,13 @@ def _start_differing(st: _State, draw: Any) -> None:
 
 
 def _loop_with_body(st: _State, body_nodes: list, s_in: str, s_out: str, i: str, c: str, c_out: str,
-                    trips: int) -> None:
-    n_out = st.fresh("n")
-    body_nodes = [helper.make_node("Identity", [c], [c_out]), *body_nodes,
-                  helper.make_node("SequenceLength", [s_out], [n_out])]
+                    trips: int, count: onnx.NodeProto | None = None) -> None:
+    """A Loop over ``trips`` carrying the current list through ``body_nodes`` (``s_in``
+    to ``s_out``), with a scan output: ``count`` (default: the carried length)."""
+    if count is None:
+        count = helper.make_node("SequenceLength", [s_out], [st.fresh("n")])
+    n_out = count.output[0]
+    body_nodes = [helper.make_node("Identity", [c], [c_out]), *body_nodes, count]
     body = helper.make_graph(
         body_nodes, st.fresh("body"),
         [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),

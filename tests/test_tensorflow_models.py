@@ -16,6 +16,7 @@ from seqlower.cli import main
 from seqlower.errors import SeqlowerError
 from seqlower.executor import Executor, compare_values
 from tests.conftest import requires_ort
+from tests.helpers import ops_of
 from tests.test_exported_models import SEQUENCE_OPS, load_cases
 
 DATA = Path(__file__).parent / "data" / "tensorflow"
@@ -33,18 +34,8 @@ EXPORT_FAILS = {
 }
 
 
-def _ops(m: onnx.ModelProto) -> set[str]:
-    found, graphs = set(), [m.graph]
-    while graphs:
-        g = graphs.pop()
-        for n in g.node:
-            found.add(n.op_type)
-            graphs += [a.g for a in n.attribute if a.HasField("g")]
-    return found
-
-
 def test_the_fixtures_hold_tf2onnx_sequences_and_shapeless_outputs():
-    with_seqs = [p.stem for p in MODELS if _ops(onnx.load(str(p))) & SEQUENCE_OPS]
+    with_seqs = [p.stem for p in MODELS if set(ops_of(onnx.load(str(p)))) & SEQUENCE_OPS]
     assert {s.rsplit("_opset", 1)[0] for s in with_seqs} == {"tf_ragged_map_elementwise", "tf_ragged_map_scaled_rows"}
     shapeless = [p for p in MODELS if any(not o.type.tensor_type.HasField("shape") for o in onnx.load(str(p)).graph.output)]
     assert shapeless

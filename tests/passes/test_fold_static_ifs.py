@@ -13,7 +13,7 @@ from onnx import helper
 from seqlower.model_io import to_proto
 from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
-from tests.helpers import BOOL, FLOAT, INT64, body, const, lower_checked, model, seq, t
+from tests.helpers import BOOL, FLOAT, INT64, body, const, lower_checked, model, ops_of, seq, t
 
 
 def _squeeze_if(t_in: str, out: str, axis_dim: str) -> list[onnx.NodeProto]:
@@ -38,15 +38,6 @@ def _top_level(x_shape, y_rank: int = 1) -> onnx.ModelProto:
                  initializer=[const("one", [1], np.int64)])
 
 
-def _ops(m: onnx.ModelProto) -> list[str]:
-    found, graphs = [], [m.graph]
-    while graphs:
-        g = graphs.pop()
-        for n in g.node:
-            found.append(n.op_type)
-            graphs += [a.g for a in n.attribute if a.HasField("g")]
-    return found
-
 
 def test_a_static_condition_inlines_the_taken_branch():
     # x [1, k]: transposed [k, 1], whose dim 1 is static although dim 0 is not.
@@ -54,7 +45,7 @@ def test_a_static_condition_inlines_the_taken_branch():
     InferSequenceShapesPass()(m)
     assert FoldStaticIfsPass()(m).modified
     out = to_proto(m)
-    assert "If" not in _ops(out) and "Squeeze" in _ops(out)
+    assert "If" not in ops_of(out) and "Squeeze" in ops_of(out)
     lower_checked(_top_level([1, "k"]), inputs=[{"x": np.arange(4, dtype=np.float32).reshape(1, 4)}])
 
 
@@ -62,7 +53,7 @@ def test_the_else_branch_when_the_dim_is_not_1():
     m = ir.serde.deserialize_model(_top_level([3, "k"], 2))
     InferSequenceShapesPass()(m)
     assert FoldStaticIfsPass()(m).modified
-    assert "Squeeze" not in _ops(to_proto(m)) and "If" not in _ops(to_proto(m))
+    assert "Squeeze" not in ops_of(to_proto(m)) and "If" not in ops_of(to_proto(m))
     # onnxruntime refuses this original: its inference checks the branch never taken.
     lower_checked(_top_level([3, "k"], 2), inputs=[{"x": np.ones((3, 2), np.float32)}], backends=("reference",))
 
@@ -111,4 +102,4 @@ def test_inside_a_loop_body_like_torchscripts_nonzero_list_loop(opset):
                            const("tail", [0], np.int64)])
     feeds = [{"x": np.array([[1, -1, 2], [-3, 0, 0], [5, 6, 7]], np.float32)}, {"x": np.zeros((0, 2), np.float32)}]
     low, _ = lower_checked(m, inputs=feeds)
-    assert "If" not in _ops(low)
+    assert "If" not in ops_of(low)
