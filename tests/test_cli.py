@@ -73,6 +73,7 @@ def test_inspect(capsys, seq_model):
     code, out, _ = cli(capsys, "inspect", seq_model, "--json")
     doc = json.loads(out)
     assert {v["name"] for v in doc["values"]} >= {"chunks", "with_y", "trimmed", "shifted_seq"}
+    assert doc["seqlower_version"] and doc["input"] == str(seq_model)
 
 
 def test_inspect_reports_keepdims_policy_nodes(capsys, tmp_path):

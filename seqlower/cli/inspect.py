@@ -33,7 +33,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.svg:
             _render_svg(dot, Path(args.svg))
     if args.json:
-        print(json.dumps(nulls({**inv.to_json(), "sequences": seqs}), indent=2))
+        from seqlower import __version__
+
+        doc = {"seqlower_version": __version__, "input": args.model, **inv.to_json(), "sequences": seqs}
+        print(json.dumps(nulls(doc), indent=2))
         return EXIT_OK
     print(f"{args.model}: {len(inv.ops)} sequence/optional ops, {len(inv.values)} sequence/optional values")
     if inv.ops:

@@ -143,7 +143,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         save_values(args.save, "input", ex.inputs, [feeds[p.name] for p in ex.inputs])
         save_values(args.save, "output", ex.outputs, [result.outputs[p.name] for p in ex.outputs])
     if args.json:
-        print(json.dumps({"outputs": {k: _jsonable(v, np) for k, v in result.outputs.items()}, "notes": result.notes},
+        from seqlower import __version__
+
+        print(json.dumps({"seqlower_version": __version__, "input": args.model, "backend": ex.backend_name,
+                          "outputs": {k: _jsonable(v, np) for k, v in result.outputs.items()}, "notes": result.notes},
                          indent=2))
     else:
         for name, value in result.outputs.items():
