@@ -7,7 +7,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,9 +30,10 @@ class Console:
             print(text, file=self.stream)
 
 
-def print_table(rows: list[tuple[str, ...]], indent: str = "", out: Console | None = None,
+def print_table(rows: list[tuple[str, ...]], indent: str = "", out: Callable[[str], None] | None = None,
                 right: Iterable[int] = ()) -> None:
-    """Columns padded to their widest cell; ``right``: column indexes aligned right."""
+    """Columns padded to their widest cell, each line to ``out`` (a Console, or a list's
+    ``append``); ``right``: column indexes aligned right."""
     out = out or Console()
     right = set(right)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -225,12 +225,7 @@ def _describe(outcome: Outcome, report: Any, verdict: Any, gaps: list[Any], targ
     else:
         lines.append(f"{src}: the lowered model is NOT equivalent; nothing written")
         outcome.code, outcome.reason = EXIT_FAIL, verdict.reason()
-
-    class _Lines:
-        def __call__(self, text: str = "") -> None:
-            lines.append(text)
-
-    print_table(op_table(before, after), indent="  ", out=_Lines(), right=(1, 2))  # type: ignore[arg-type]
+    print_table(op_table(before, after), indent="  ", out=lines.append, right=(1, 2))
     if report.remaining:
         lines.append(f"  left as is: {len(report.remaining)}")
         for r in report.remaining:
@@ -242,7 +237,7 @@ def _describe(outcome: Outcome, report: Any, verdict: Any, gaps: list[Any], targ
         lines.append(f"  note: {n}")
     if verdict is not None:
         if not verdict.equivalent:
-            print_verdict(verdict, str(src), "the lowered model", _Lines())  # type: ignore[arg-type]
+            print_verdict(verdict, str(src), "the lowered model", lines.append)
         lines.append(f"  verify: {verdict.summary()}")
     if outcome.code != EXIT_OK:
         return

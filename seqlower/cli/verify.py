@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+from collections.abc import Callable
 from typing import Any
 
 from seqlower.cli._common import EXIT_FAIL, EXIT_OK, Console, Progress, nulls, print_table
@@ -98,7 +99,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if verdict.equivalent else EXIT_FAIL
 
 
-def print_verdict(verdict: Verdict, a: str, b: str, out: Console) -> None:
+def print_verdict(verdict: Verdict, a: str, b: str, out: Callable[[str], None]) -> None:
     for report in verdict.reports:
         out(f"verify {a} vs {b} on {report.backend}")
         if report.interface_error:
