@@ -1,0 +1,86 @@
+"""Walks over a ModelProto that several modules need: every tensor, every value info,
+the innermost type, a tensor's byte size. Iterative, so deep nesting is no problem."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import onnx
+
+__all__ = ["data_bytes", "innermost_type", "iter_tensor_protos", "value_infos"]
+
+
+def iter_tensor_protos(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto in the model: initializers, Constant values, subgraphs, functions.
+
+    Iterative, so thousands of nested subgraphs do not hit Python's recursion limit.
+    """
+    graphs: list[onnx.GraphProto] = [proto.graph]
+    node_lists = [f.node for f in proto.functions]
+    while graphs or node_lists:
+        if graphs:
+            g = graphs.pop()
+            yield from g.initializer
+            for sp in g.sparse_initializer:
+                yield sp.values
+                yield sp.indices
+            node_lists.append(g.node)
+            continue
+        for node in node_lists.pop():
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("sparse_tensor"):
+                    yield attr.sparse_tensor.values
+                    yield attr.sparse_tensor.indices
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)
+
+
+_PACKED_4BIT = {onnx.TensorProto.INT4, onnx.TensorProto.UINT4, getattr(onnx.TensorProto, "FLOAT4E2M1", -1)}
+
+
+def data_bytes(tensor: onnx.TensorProto) -> int | None:
+    """How many bytes a tensor's raw data takes (None: a type without a fixed size)."""
+    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    count = math.prod(tensor.dims)
+    if tensor.data_type in _PACKED_4BIT:
+        return (count + 1) // 2
+    try:
+        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def innermost_type(tp: onnx.TypeProto) -> onnx.TypeProto:
+    """The type inside every sequence and optional of ``tp`` (a tensor, map or sparse
+    tensor type, or an empty one)."""
+    while True:
+        kind = tp.WhichOneof("value")
+        if kind == "sequence_type":
+            tp = tp.sequence_type.elem_type
+        elif kind == "optional_type":
+            tp = tp.optional_type.elem_type
+        else:
+            return tp
+
+
+
+def value_infos(proto: onnx.ModelProto) -> Iterator[onnx.ValueInfoProto]:
+    graphs = [proto.graph]
+    while graphs:
+        g = graphs.pop()
+        yield from g.input
+        yield from g.output
+        yield from g.value_info
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+                graphs.extend(attr.graphs)
+    for f in proto.functions:
+        yield from f.value_info
