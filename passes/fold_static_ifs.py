@@ -62,6 +62,12 @@ def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
     # (a model output keeps its name even where the branch returns an outer value).
     results = [b.identity(mapped.get(bo, bo), f"{out.name or 'if'}_taken") for out, bo in zip(node.outputs, branch.outputs)]
     take_places(list(node.outputs), results, scope.graph)
+    # What the branch declared is not trusted out here (a declared dim can be wrong):
+    # shapes of the inlined values come from inference, from the ops themselves.
+    for new in b.nodes:
+        for v in new.outputs:
+            if not v.is_graph_output():
+                v.shape = None
     discard_subgraphs(node)
     for i in range(len(node.inputs)):  # let the condition's arithmetic die with it
         node.replace_input_with(i, None)

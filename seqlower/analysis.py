@@ -730,6 +730,8 @@ class _Analyzer:
                     length = i.length + int(trip.reshape(()))
                     if length == i.length:
                         final = i
+                    elif length > STATIC_LENGTH_LIMIT:  # a huge trip count: known only at run time
+                        final = SeqInfo.unknown(st.dtype, st.elem_shape, st.uniform)
                     else:
                         final = dataclasses.replace(st, length=length, shapes=(st.elem_shape,) * length, consts=(None,) * length)
             self._set(out, final, label)

@@ -177,3 +177,26 @@ def test_webs_are_blocked_by_boundaries_runtime_positions_and_max_unroll():
     _, a, _ = _analyze(model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=1), helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1)],
                              [t("x", FLOAT, [3, 70])], [t("y", FLOAT, [3, 70])]), max_unroll=64)
     assert "more than --max-unroll 64" in a.webs[0].reason
+
+
+def test_a_huge_constant_trip_count_leaves_the_length_unknown():
+    """An append-once Loop over 2**40 trips (a mutated file) must not make the analysis
+    list 2**40 element shapes."""
+    import onnx_ir as ir
+    from onnx import helper
+
+    from seqlower.analysis import analyze
+    from tests.helpers import BOOL, FLOAT, INT64, body, const, model, seq, t
+
+    loop_body = body([helper.make_node("Identity", ["c"], ["c_out"]),
+                      helper.make_node("SequenceInsert", ["acc", "x"], ["acc_out"])],
+                     [t("i", INT64, []), t("c", BOOL, []), seq("acc", FLOAT, [2])],
+                     [t("c_out", BOOL, []), seq("acc_out", FLOAT, [2])])
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"]),
+             helper.make_node("Loop", ["trips", "", "empty"], ["all"], body=loop_body),
+             helper.make_node("SequenceLength", ["all"], ["n"])]
+    m = model(nodes, [t("x", FLOAT, [2])], [t("n", INT64, [])], initializer=[const("trips", 2**40, np.int64)])
+    model_ir = ir.serde.deserialize_model(m)
+    out = next(n for n in model_ir.graph if n.op_type == "Loop").outputs[0]
+    info = analyze(model_ir).info[out]
+    assert info.length is None and info.elem_shape == ir.Shape([2])

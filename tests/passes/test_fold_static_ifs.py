@@ -73,33 +73,53 @@ def test_an_if_that_feeds_no_list_is_the_users_and_stays():
     assert not FoldStaticIfsPass()(m).modified
 
 
-@pytest.mark.parametrize("opset", [13, 17])
-def test_inside_a_loop_body_like_torchscripts_nonzero_list_loop(opset):
+def _nonzero_loop(opset: int, lie: bool = False) -> onnx.ModelProto:
+    """TorchScript's list loop over nonzero results: each row's positive indices,
+    squeezed with squeeze(1). ``lie``: the then-branch declares its output [1]."""
     loop_body = body(
         [helper.make_node("Gather", ["x", "i"], ["r"], axis=0),
          helper.make_node("Greater", ["r", "zero"], ["pos"]),
          helper.make_node("NonZero", ["pos"], ["nz"]),
          helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
-         *[n for n in _squeeze_if("idx", "sq", "1")],
+         *_squeeze_if("idx", "sq", "1"),
          helper.make_node("SequenceInsert", ["acc", "sq"], ["acc_out"]),
          helper.make_node("Identity", ["c"], ["c_out"])],
         [t("i", INT64, []), t("c", BOOL, []), seq("acc", INT64, None)],
         [t("c_out", BOOL, []), seq("acc_out", INT64, None)],
     )
-    # The branches are typed for int64 here.
     for n in loop_body.node:
         if n.op_type == "If":
             for a in n.attribute:
-                a.g.output[0].type.tensor_type.elem_type = INT64
+                a.g.output[0].type.tensor_type.elem_type = INT64  # the branches give int64 indices
+                if lie and a.name == "then_branch":
+                    a.g.output[0].type.tensor_type.shape.dim.add().dim_value = 1
     nodes = [helper.make_node("SequenceEmpty", [], ["empty"], dtype=INT64),
              helper.make_node("Shape", ["x"], ["xs"]),
              helper.make_node("Gather", ["xs", "zero_i"], ["n"], axis=0),
              helper.make_node("Loop", ["n", "", "empty"], ["rows"], body=loop_body),
              helper.make_node("SequenceInsert", ["rows", "tail"], ["all"]),
              helper.make_node("ConcatFromSequence", ["all"], ["y"], axis=0)]
-    m = model(nodes, [t("x", FLOAT, ["n", "w"])], [t("y", INT64, [None])], opset=opset,
-              initializer=[const("one", [1], np.int64), const("zero", 0.0, np.float32), const("zero_i", 0, np.int64),
-                           const("tail", [0], np.int64)])
-    feeds = [{"x": np.array([[1, -1, 2], [-3, 0, 0], [5, 6, 7]], np.float32)}, {"x": np.zeros((0, 2), np.float32)}]
-    low, _ = lower_checked(m, inputs=feeds)
+    return model(nodes, [t("x", FLOAT, ["n", "w"])], [t("y", INT64, [None])], opset=opset,
+                 initializer=[const("one", [1], np.int64), const("zero", 0.0, np.float32),
+                              const("zero_i", 0, np.int64), const("tail", [0], np.int64)])
+
+
+_ROWS = [{"x": np.array([[1, -1, 2], [-3, 0, 0], [5, 6, 7]], np.float32)}, {"x": np.zeros((0, 2), np.float32)}]
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_inside_a_loop_body_like_torchscripts_nonzero_list_loop(opset):
+    low, _ = lower_checked(_nonzero_loop(opset), inputs=_ROWS)
     assert "If" not in ops_of(low)
+
+
+def test_a_branch_declaring_a_wrong_dim_is_not_trusted_once_inlined():
+    """A file can declare a dim that is a lie (the file fuzzer changed the squeezed
+    nonzero indices to [1]); once inlined, the values take their shapes from inference,
+    not from the branch, so the list is not taken for one of [1]-shaped rows."""
+    lie = _nonzero_loop(17, lie=True)
+    loop = next(n for n in lie.graph.node if n.op_type == "Loop")
+    branchy = next(n for n in loop.attribute[0].g.node if n.op_type == "If")
+    then = next(a.g for a in branchy.attribute if a.name == "then_branch")
+    assert [d.dim_value for d in then.output[0].type.tensor_type.shape.dim] == [1]
+    lower_checked(lie, inputs=_ROWS, backends=("reference",))
