@@ -1,4 +1,6 @@
-"""The sequence lattice: what is known about every sequence value at compile time.
+"""The sequence analysis: what is known about every sequence value at compile time
+(the lattice's values and join are in ``seqlower.lattice``, IR helpers in
+``seqlower.irutil``; their names are re-exported here).
 
 For each sequence-typed value, :func:`analyze` computes a :class:`SeqInfo` (element
 dtype, length, per-element shapes and constants when the length is known, a merged
@@ -18,9 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -28,7 +29,20 @@ import onnx_ir as ir
 
 from seqlower import ops
 from seqlower.builder import merge_shapes, subgraphs
-from seqlower.errors import ModelError, describe_node
+from seqlower.errors import ModelError
+from seqlower.irutil import (
+    _rank_of,
+    _shape_of,
+    _users,
+    anchored_shape,
+    const_array,
+    const_position,
+    graph_label,
+    is_default_domain,
+    model_input_dims,
+    node_label,
+)
+from seqlower.lattice import SeqInfo, _fully_known, join, shape_json
 
 __all__ = [
     "SeqInfo",
@@ -52,87 +66,6 @@ logger = logging.getLogger(__name__)
 # Ops whose sequence inputs and outputs the lowerings can rewrite (seqlower.ops).
 LOWERABLE_OPS = ops.names("sequence", lowered=True) | ops.names("control", lowered=True)
 _WIDEN_AFTER = 4
-
-
-@dataclass(frozen=True)
-class SeqInfo:
-    """What is known about one sequence value. ``shapes``/``consts`` are per element and
-    present only when ``length`` is known; ``elem_shape`` is the merged element shape
-    (dims that differ or are unknown are None), and ``uniform`` says all elements
-    provably have exactly that shape."""
-
-    dtype: ir.DataType | None
-    length: int | None = None
-    shapes: tuple[ir.Shape | None, ...] | None = None
-    elem_shape: ir.Shape | None = None
-    uniform: bool = False
-    consts: tuple[np.ndarray | None, ...] | None = None
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.elem_shape is None else self.elem_shape.rank()
-
-    @property
-    def all_const(self) -> bool:
-        return self.consts is not None and all(c is not None for c in self.consts)
-
-    @staticmethod
-    def of_elements(
-        dtype: ir.DataType | None, shapes: Sequence[ir.Shape | None], consts: Sequence[np.ndarray | None]
-    ) -> SeqInfo:
-        shapes = tuple(shapes)
-        merged = merge_shapes(shapes) if shapes else None
-        uniform = bool(shapes) and merged is not None and all(s == merged for s in shapes) and _fully_known(merged)
-        return SeqInfo(dtype, len(shapes), shapes, merged, uniform, tuple(consts))
-
-    @staticmethod
-    def unknown(dtype: ir.DataType | None, elem_shape: ir.Shape | None = None, uniform: bool = False) -> SeqInfo:
-        return SeqInfo(dtype, None, None, elem_shape, uniform and _fully_known(elem_shape), None)
-
-    def element(self, i: int) -> tuple[ir.Shape | None, np.ndarray | None]:
-        assert self.shapes is not None and self.consts is not None
-        return self.shapes[i], self.consts[i]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dtype": self.dtype.name if self.dtype is not None else None,
-            "rank": self.rank,
-            "length": self.length,
-            "shapes": None if self.shapes is None else [shape_json(s) for s in self.shapes],
-            "elem_shape": shape_json(self.elem_shape),
-            "uniform": self.uniform,
-            "constant": self.all_const if self.length is not None else False,
-        }
-
-
-def _fully_known(shape: ir.Shape | None) -> bool:
-    return shape is not None and all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value) for d in shape.dims)
-
-
-def shape_json(shape: ir.Shape | None) -> list[Any] | None:
-    if shape is None:
-        return None
-    return [d if isinstance(d, int) else (d.value if isinstance(d, ir.SymbolicDim) else None) for d in shape.dims]
-
-
-def join(a: SeqInfo, b: SeqInfo) -> SeqInfo:
-    """The least SeqInfo both may be (If branches, Loop iterations)."""
-    dtype = a.dtype if a.dtype == b.dtype else (a.dtype or b.dtype)
-    if a.length is not None and a.length == b.length:
-        assert a.shapes is not None and b.shapes is not None and a.consts is not None and b.consts is not None
-        shapes = [merge_shapes([x, y]) for x, y in zip(a.shapes, b.shapes)]
-        consts = [x if x is not None and y is not None and _same_array(x, y) else None for x, y in zip(a.consts, b.consts)]
-        return SeqInfo.of_elements(dtype, shapes, consts)
-    if a.length == 0:
-        return SeqInfo.unknown(dtype, b.elem_shape, b.uniform)
-    if b.length == 0:
-        return SeqInfo.unknown(dtype, a.elem_shape, a.uniform)
-    merged = merge_shapes([a.elem_shape, b.elem_shape])
-    return SeqInfo.unknown(dtype, merged, a.uniform and b.uniform and a.elem_shape == b.elem_shape)
-
-
-def _same_array(x: np.ndarray, y: np.ndarray) -> bool:
-    return x.dtype == y.dtype and x.shape == y.shape and bool(np.all((x == y) | ((x != x) & (y != y))))
 
 
 @dataclass
@@ -192,47 +125,6 @@ class Analysis:
 
     def packed(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].packed
-
-
-# -- helpers shared with the lowerings ---------------------------------------------------
-
-
-def is_default_domain(node: ir.Node) -> bool:
-    return node.domain in ("", "ai.onnx")
-
-
-def node_label(node: ir.Node) -> str:
-    return describe_node(node.op_type, node.name or "", [o.name or "" for o in node.outputs])
-
-
-def graph_label(graph: ir.Graph | ir.Function, parent: str | None = None) -> str:
-    if isinstance(graph, ir.Function):
-        return f"function {graph.domain}::{graph.name}"
-    return parent or "main"
-
-
-def const_array(v: ir.Value | None) -> np.ndarray | None:
-    if v is None:
-        return None
-    t = ir.convenience.get_const_tensor(v)
-    if t is None:
-        return None
-    try:
-        return t.numpy()
-    except Exception:  # noqa: BLE001 - an unreadable constant is simply not a known constant
-        return None
-
-
-def const_position(v: ir.Value | None, node: ir.Node, what: str = "position") -> int | None:
-    """A constant position: int32/int64, scalar or shape [1] (TorchScript emits [1])."""
-    a = const_array(v)
-    if a is None:
-        return None
-    if a.dtype not in (np.int32, np.int64):
-        raise ModelError(f"{node_label(node)}: {what} must be int32 or int64, got {a.dtype}")
-    if a.size != 1 or a.ndim > 1:
-        raise ModelError(f"{node_label(node)}: {what} must be a scalar, got shape {list(a.shape)}")
-    return int(a.reshape(()))
 
 
 # A static length past this is treated as known only at run time: the analysis lists
@@ -1050,23 +942,6 @@ def _check_input_kinds(node: ir.Node) -> None:
                              f" {node.op_type} takes a {'sequence' if want else 'tensor'} there")
 
 
-def anchored_shape(shape: ir.Shape, anchored: frozenset[str]) -> bool:
-    """Every dim a number or a model input's dim: one size for the whole run."""
-    return all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in shape.dims)
-
-
-def model_input_dims(model: ir.Model) -> dict[str, tuple[ir.Value, int]]:
-    """Each symbolic dim of a model input: the first input and axis that has it."""
-    dims: dict[str, tuple[ir.Value, int]] = {}
-    for v in model.graph.inputs:
-        if v.shape is None or isinstance(v.type, ir.SequenceType):
-            continue
-        for axis, d in enumerate(v.shape.dims):
-            if isinstance(d, ir.SymbolicDim) and d.value is not None:
-                dims.setdefault(d.value, (v, axis))
-    return dims
-
-
 def loop_shapes_consistent(node: ir.Node) -> bool:
     """Whether each tensor a Loop carries has the same declared shape going in, in the
     body and coming out: then, by induction, the shapes inference derived from them hold
@@ -1108,13 +983,6 @@ def unchanged_split_source(node: ir.Node, policy: str) -> ir.Value | None:
     return x if axis % r == split_axis else None
 
 
-def _rank_of(v: ir.Value | None) -> int | None:
-    if v is None:
-        return None
-    shape = _shape_of(v)
-    return shape.rank() if shape is not None else None
-
-
 def dynamic_split_squeezes(node: ir.Node, policy: str) -> bool | None:
     """Whether SplitToSequence's chunks lose the split axis, decided without knowing the
     chunk sizes (None: only known at run time; see :func:`split_squeezes`)."""
@@ -1132,24 +1000,6 @@ def dynamic_split_squeezes(node: ir.Node, policy: str) -> bool | None:
         return False
     # Chunks of 1 are what onnxruntime squeezes (torch.unbind); others fail there.
     return True if int(arr) == 1 else None
-
-
-def _users(v: ir.Value) -> Iterator[ir.Node]:
-    seen: set[int] = set()
-    for use in v.uses():
-        node = use.node
-        if id(node) not in seen:
-            seen.add(id(node))
-            yield node
-
-
-def _shape_of(v: ir.Value | None) -> ir.Shape | None:
-    if v is None:
-        return None
-    c = ir.convenience.get_const_tensor(v)
-    if c is not None:
-        return ir.Shape(c.shape)
-    return v.shape
 
 
 def loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:

@@ -1,0 +1,90 @@
+"""IR helpers the analysis and the lowerings share: labels, constants, positions,
+users and shapes of values, model-input dims."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.errors import ModelError, describe_node
+
+__all__ = ["anchored_shape", "const_array", "const_position", "graph_label", "is_default_domain",
+           "model_input_dims", "node_label"]
+
+
+def is_default_domain(node: ir.Node) -> bool:
+    return node.domain in ("", "ai.onnx")
+
+
+def node_label(node: ir.Node) -> str:
+    return describe_node(node.op_type, node.name or "", [o.name or "" for o in node.outputs])
+
+
+def graph_label(graph: ir.Graph | ir.Function, parent: str | None = None) -> str:
+    if isinstance(graph, ir.Function):
+        return f"function {graph.domain}::{graph.name}"
+    return parent or "main"
+
+
+def const_array(v: ir.Value | None) -> np.ndarray | None:
+    if v is None:
+        return None
+    t = ir.convenience.get_const_tensor(v)
+    if t is None:
+        return None
+    try:
+        return t.numpy()
+    except Exception:  # noqa: BLE001 - an unreadable constant is simply not a known constant
+        return None
+
+
+def const_position(v: ir.Value | None, node: ir.Node, what: str = "position") -> int | None:
+    """A constant position: int32/int64, scalar or shape [1] (TorchScript emits [1])."""
+    a = const_array(v)
+    if a is None:
+        return None
+    if a.dtype not in (np.int32, np.int64):
+        raise ModelError(f"{node_label(node)}: {what} must be int32 or int64, got {a.dtype}")
+    if a.size != 1 or a.ndim > 1:
+        raise ModelError(f"{node_label(node)}: {what} must be a scalar, got shape {list(a.shape)}")
+    return int(a.reshape(()))
+
+
+def anchored_shape(shape: ir.Shape, anchored: frozenset[str]) -> bool:
+    """Every dim a number or a model input's dim: one size for the whole run."""
+    return all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value in anchored) for d in shape.dims)
+
+def model_input_dims(model: ir.Model) -> dict[str, tuple[ir.Value, int]]:
+    """Each symbolic dim of a model input: the first input and axis that has it."""
+    dims: dict[str, tuple[ir.Value, int]] = {}
+    for v in model.graph.inputs:
+        if v.shape is None or isinstance(v.type, ir.SequenceType):
+            continue
+        for axis, d in enumerate(v.shape.dims):
+            if isinstance(d, ir.SymbolicDim) and d.value is not None:
+                dims.setdefault(d.value, (v, axis))
+    return dims
+
+def _rank_of(v: ir.Value | None) -> int | None:
+    if v is None:
+        return None
+    shape = _shape_of(v)
+    return shape.rank() if shape is not None else None
+
+def _users(v: ir.Value) -> Iterator[ir.Node]:
+    seen: set[int] = set()
+    for use in v.uses():
+        node = use.node
+        if id(node) not in seen:
+            seen.add(id(node))
+            yield node
+
+def _shape_of(v: ir.Value | None) -> ir.Shape | None:
+    if v is None:
+        return None
+    c = ir.convenience.get_const_tensor(v)
+    if c is not None:
+        return ir.Shape(c.shape)
+    return v.shape
