@@ -11,7 +11,7 @@ import onnx_ir as ir
 from seqlower.errors import ModelError, describe_node
 
 __all__ = ["anchored_shape", "const_array", "const_position", "graph_label", "is_default_domain",
-           "model_input_dims", "node_label"]
+           "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label"]
 
 
 def is_default_domain(node: ir.Node) -> bool:
@@ -88,3 +88,44 @@ def _shape_of(v: ir.Value | None) -> ir.Shape | None:
     if c is not None:
         return ir.Shape(c.shape)
     return v.shape
+
+
+def _int_attr(node: ir.Node, name: str, default: int | None) -> int | None:
+    a = node.attributes.get(name)
+    return default if a is None else a.as_int()
+
+def _subgraph(node: ir.Node, name: str) -> ir.Graph | None:
+    a = node.attributes.get(name)
+    return None if a is None or a.type != ir.AttributeType.GRAPH else a.as_graph()
+
+def loop_shapes_consistent(node: ir.Node) -> bool:
+    """Whether each tensor a Loop carries has the same declared shape going in, in the
+    body and coming out: then, by induction, the shapes inference derived from them hold
+    in every iteration."""
+    body = _subgraph(node, "body")
+    if body is None:
+        return False
+    for j, bi in enumerate(body.inputs[2:]):
+        if isinstance(bi.type, ir.SequenceType) or bi.shape is None:
+            continue
+        init = node.inputs[2 + j] if 2 + j < len(node.inputs) else None
+        bo = body.outputs[1 + j] if 1 + j < len(body.outputs) else None
+        if init is None or bo is None or init.shape != bi.shape or bo.shape != bi.shape:
+            return False
+    return True
+
+def loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
+    """True when the Loop's condition can never stop it early: no initial ``cond``
+    or a constant true, and the body passes its cond through or outputs constant true."""
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    if cond is not None:
+        c = const_array(cond)
+        if c is None or not bool(c.reshape(())):
+            return False
+    out = body.outputs[0]
+    while out is not None and (p := out.producer()) is not None and p.op_type == "Identity" and is_default_domain(p) and p.inputs:
+        out = p.inputs[0]
+    if out is body.inputs[1]:
+        return True
+    c = const_array(out)
+    return c is not None and bool(c.reshape(()))
