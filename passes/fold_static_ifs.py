@@ -7,8 +7,9 @@ compile time, and the list cannot be lowered. The dims the condition reads are o
 static even where the tensor's other dims are not (``NonZero`` of a row gives ``[1, k]``,
 transposed ``[k, 1]``). This pass:
 
-1. finds each ``If`` one of whose outputs reaches a sequence op's tensor input (through
-   up to ``_MAX_HOPS`` single-output tensor ops: ``Add``, ``Cast``, ``Unsqueeze``...);
+1. finds each ``If`` one of whose outputs reaches a list element (a sequence op's tensor
+   input other than its control input, per ``seqlower.ops``), through
+   up to ``_MAX_HOPS`` single-output tensor ops (``Add``, ``Cast``, ``Unsqueeze``...);
 2. evaluates its condition from constants and static dims (``Shape``, ``Gather`` or
    ``Slice`` of a shape whose selected dims are static, then any arithmetic), with the
    evaluator of ``fold_sequence_arguments``;
@@ -27,6 +28,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
+from seqlower import ops
 from seqlower.analysis import is_default_domain
 from seqlower.builder import NameAuthority
 from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_graph, rewrite_each_node, take_places
@@ -36,8 +38,6 @@ __all__ = ["FoldStaticIfsPass"]
 
 logger = logging.getLogger(__name__)
 
-# Which input of each sequence op receives an element tensor.
-_ELEMENT_INPUTS = {"SequenceInsert": (1,), "SequenceConstruct": None, "SplitToSequence": (0,)}
 _MAX_HOPS = 4
 
 
@@ -81,12 +81,19 @@ def _reaches_a_list(v: ir.Value) -> bool:
         nxt = []
         for value in frontier:
             for use in value.uses():
-                user, idx = use.node, use.idx
-                if user.op_type in _ELEMENT_INPUTS and is_default_domain(user):
-                    wanted = _ELEMENT_INPUTS[user.op_type]
-                    if wanted is None or idx in wanted:
-                        return True
-                if len(user.outputs) == 1 and not user.attributes.get("body") and user.op_type not in ("If", "Loop"):
+                user = use.node
+                if is_default_domain(user) and _takes_an_element(user.op_type, use.idx):
+                    return True
+                if len(user.outputs) == 1 and user.op_type not in ("If", "Loop", "Scan", "SequenceMap"):
                     nxt.append(user.outputs[0])
         frontier, hops = nxt, hops + 1
     return False
+
+
+def _takes_an_element(op: str, index: int) -> bool:
+    """Whether input ``index`` of ``op`` is a tensor that becomes a list element: a
+    tensor input of a sequence op (seqlower.ops) that is not its control input."""
+    f = ops.facts(op)
+    if f is None or f.family != "sequence" or not f.inputs or index == f.control:
+        return False
+    return not f.inputs[min(index, len(f.inputs) - 1)]

@@ -109,8 +109,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         the initial value's merged element shape (its rank, the dims every element
         shares: numbers and model-input dims), declare it on the body input, infer, and
         join what the body gives back into it (a dim that differs widens to unknown);
-        repeat until the body gives back nothing new. A rank the body changes, or no
-        fixpoint within ``_WIDENING_ROUNDS``, restores every shape.
+        repeat until the body gives back nothing new (at most one round more than
+        there are dims to widen). A rank the body changes restores every shape.
         """
         loops = [
             node for graph in model.graphs() for node in graph
@@ -133,7 +133,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     # An empty list has no element shape yet (the lattice's bottom): seed
                     # the fixpoint with what the body inserts; the check below keeps
                     # the result only if the body gives back nothing outside it.
-                    start = merge_shapes(_inserted_shapes(body)) if _inserted_shapes(body) else None
+                    start = merge_shapes(_inserted_shapes(body))
                 if start is None:
                     continue
                 shape = _declarable(start, anchored)
@@ -144,7 +144,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         if not candidates:
             return False
         snapshot = [(v, v.shape) for g in model.graphs() for v in _graph_values(g)]
-        for _ in range(_WIDENING_ROUNDS):
+        # Each round that does not settle widens at least one declared dim to unknown.
+        for _ in range(1 + sum(shape.rank() for _, _, shape in candidates)):
             for bi, _, shape in candidates:
                 bi.shape = shape
             self._settle(model)
@@ -251,10 +252,6 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                     out.shape = new
                     modified = True
         return modified
-
-
-# Each round widens at least one dim to unknown, so ranks up to this converge.
-_WIDENING_ROUNDS = 6
 
 
 def _declarable(shape: ir.Shape, anchored: frozenset[str]) -> ir.Shape:

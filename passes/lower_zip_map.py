@@ -42,6 +42,7 @@ def _is_zip_map(node: ir.Node) -> bool:
 class LowerZipMapPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         kept: dict[str, str] = model.meta.setdefault(KEPT_ZIPMAPS_KEY, {})
+        names: NameAuthority | None = None  # made once, and only when there is work
         modified = False
         for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
             if _is_zip_map(node):
@@ -49,7 +50,8 @@ class LowerZipMapPass(ir.passes.InPlacePass):
                 if why:
                     kept[node_label(node)] = why
                 else:
-                    self._lower(model, node)
+                    names = names or NameAuthority(model)
+                    self._lower(model, node, names)
                     modified = True
         for function in model.functions.values():
             for node in function:
@@ -73,7 +75,7 @@ class LowerZipMapPass(ir.passes.InPlacePass):
         return ""
 
     @staticmethod
-    def _lower(model: ir.Model, node: ir.Node) -> None:
+    def _lower(model: ir.Model, node: ir.Node, names: NameAuthority) -> None:
         graph = model.graph
         out = node.outputs[0]
         name = out.name or "zipmap"
@@ -82,7 +84,6 @@ class LowerZipMapPass(ir.passes.InPlacePass):
             key_type, labels = "INT64", [int(k) for k in attrs["classlabels_int64s"].as_ints()]
         else:
             key_type, labels = "STRING", list(attrs["classlabels_strings"].as_strings())
-        names = NameAuthority(model)
         b = Builder(graph, None, default_opset(model), names, main_graph=True, after=node)
         x = node.inputs[0]
         if x.shape is not None and x.shape.rank() == 2:

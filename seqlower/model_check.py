@@ -36,8 +36,9 @@ _SHAPELESS = re.compile(r"Field 'shape' of 'type' is required but missing")
 _UNSORTED = re.compile(r"Nodes in a graph must be topologically sorted")
 
 # External tensors up to this size are read for the checker: shape inference reads
-# constant shapes, axes and sizes, which are small. Larger ones are weights; the checker
-# gets them with empty data (it does not size raw data, and inference never reads them).
+# constant shapes, axes and sizes, which are small. Larger ones are weights: the checker
+# gets them as references into a sparse placeholder file (it sizes raw data and wants
+# external files to exist, but never reads them; nor does inference).
 _CHECK_READS_BYTES = 1 << 20
 
 
@@ -285,7 +286,7 @@ def check_types(proto: onnx.ModelProto, label: str) -> None:
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=False)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, ValueError) as e:
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid")
+        first = _first_line(e)
         # Only kind errors (a sequence or optional where a tensor goes) and types that do
         # not exist: an element type a schema does not list (ReverseSequence of bfloat16)
         # is a schema lag that runtimes accept.

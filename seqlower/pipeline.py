@@ -23,7 +23,7 @@ from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
-from seqlower.targets import load_target
+from seqlower.targets import Gap, load_target, target_gaps
 
 __all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "build_passes", "DEFAULT_MAX_UNROLL"]
 
@@ -37,13 +37,17 @@ class LowerReport:
     notes: list[str] = field(default_factory=list)
     # Loops the target lacks that stay, by node label: why no Scan could replace them.
     kept_loops: dict[str, str] = field(default_factory=dict)
+    # What the target cannot run in the lowered model (targets.Gap), node by node.
+    gaps: list[Gap] = field(default_factory=list)
 
     @property
     def tensor_only(self) -> bool:
         return not self.remaining
 
     def to_json(self) -> dict[str, Any]:
-        return {"tensor_only": self.tensor_only, **asdict(self)}
+        doc = {"tensor_only": self.tensor_only, **asdict(self)}
+        del doc["gaps"]  # reported with the target's name (seqlower lower's "target")
+        return doc
 
 
 # Deeper subgraph nesting than this cannot be written and read back: protobuf's parser
@@ -85,10 +89,9 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     report.kept_loops = _kept_loops(model)
     proto = weightless_proto(model)
-    # Shapeless graph inputs/outputs are accepted from the input (warned about there);
-    # what seqlower writes declares every rank it knows.
-    # (A declared shape the model's own computation contradicts may be dropped; a
-    # boundary value seqlower creates always has one.)
+    # Shapeless graph inputs/outputs are accepted from the input (warned about there),
+    # and a declared shape the model's own computation contradicts may be dropped; a
+    # boundary value seqlower creates always declares its shape.
     if new := sorted(_shapeless_boundary(model) - declared):
         raise ModelError(f"the lowered model declares no shape for graph input/output {new[0]!r} (internal error)")
     check_model(proto, "the lowered model", what="fails the ONNX checker")
@@ -105,13 +108,11 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
         )
         report.notes.extend(op.notes)
     for v in inventory.values:
-        if v.producer.startswith("ZipMap ") and v.producer in why:
-            why.setdefault(v.name, f"the maps of {v.producer}: {why[v.producer]}")
         if v.role in ("input", "output") and v.graph == "main":
-            report.remaining.append(
-                {"value": v.name, "type": v.type, "graph": v.graph,
-                 "reason": why.get(v.name, f"sequence-typed graph {v.role} of a web that stays a sequence")}
-            )
+            # A value without a reason of its own has its producer's (a kept ZipMap's maps).
+            reason = why.get(v.name) or why.get(v.producer) or f"sequence-typed graph {v.role} of a web that stays a sequence"
+            report.remaining.append({"value": v.name, "type": v.type, "graph": v.graph, "reason": reason})
+    report.gaps = target_gaps(proto, load_target(options.target), report.kept_loops)
     return model, report
 
 
@@ -124,7 +125,6 @@ def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAU
     """Why each Loop of ``model`` stays for a target without Loop, as ``lower`` says it:
     for ``check --target`` on a model lowered before. The Loop passes ``lower`` would
     run for the target run on ``model`` (changed in place: give it a copy)."""
-
     target = load_target(target_name)
     if "Loop" not in target.lacks:
         return {}
@@ -134,7 +134,6 @@ def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAU
 
 def _kept_loops(model: ir.Model) -> dict[str, str]:
     """The recorded reason of every Loop still in ``model``, by node label."""
-
     reasons = model.meta.get(LOOP_REASONS_KEY, {})
     remaining = {node_label(n) for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Loop"}
     return {k: reasons[k] for k in sorted(remaining & set(reasons))}

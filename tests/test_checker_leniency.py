@@ -31,6 +31,16 @@ def _shapeless_model() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def _each_warns_once(capsys, warning: str, runs: list) -> None:
+    """Each CLI run exits as wanted and prints ``warning`` on exactly one warning line."""
+    for argv, want in runs:
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        assert code == want, (argv, out, err)
+        lines = [ln for ln in err.splitlines() if ln.startswith("seqlower: warning:")]
+        assert len([ln for ln in lines if warning in ln]) == 1, (argv, err)
+
+
 @requires_ort
 def test_shapeless_graph_inputs_are_one_warning_in_every_subcommand(tmp_path, capsys):
     src = tmp_path / "tf.onnx"
@@ -39,19 +49,13 @@ def test_shapeless_graph_inputs_are_one_warning_in_every_subcommand(tmp_path, ca
         onnx.checker.check_model(str(src))
     dst = tmp_path / "l.onnx"
     np.savez(tmp_path / "x.npz", x=np.arange(6, dtype=np.float32).reshape(2, 3) - 2)
-    for argv, want in [
+    _each_warns_once(capsys, "tf.onnx: graph inputs/outputs 'x', 'y' declare no shape", [
         (["lower", src, "-o", dst, "--verify", "--inputs", tmp_path / "x.npz"], 0),
         (["run", src, "--inputs", tmp_path / "x.npz", "--backend", "onnxruntime"], 0),
         (["inspect", src], 0),
         (["check", src], 1),
         (["verify", src, dst, "--inputs", tmp_path / "x.npz", "--backend", "onnxruntime"], 0),
-    ]:
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        assert code == want, (argv, out, err)
-        lines = [ln for ln in err.splitlines() if ln.startswith("seqlower: warning:")]
-        assert any("'x', 'y' declare no shape" in ln and "tf.onnx" in ln for ln in lines), err
-        assert len([ln for ln in lines if "tf.onnx" in ln]) == 1, err
+    ])
     lowered = onnx.load(str(dst))
     assert {n.op_type for n in lowered.graph.node} == {"Reshape", "Relu"}
     # What seqlower writes declares what it knows: the output's rank now; x stays as given.
@@ -97,16 +101,12 @@ def test_nodes_out_of_order_are_one_warning_and_get_sorted(tmp_path, capsys):
     with pytest.raises(onnx.checker.ValidationError, match="topologically sorted"):
         onnx.checker.check_model(str(src))
     np.savez(tmp_path / "x.npz", x=np.array([1.5, -2], np.float32), n=np.array(3))
-    for argv, want in [
+    _each_warns_once(capsys, "unsorted.onnx: nodes are not in topological order; accepted", [
         (["lower", src, "-o", tmp_path / "l.onnx", "--verify", "--inputs", tmp_path / "x.npz"], 0),
         (["run", src, "--inputs", tmp_path / "x.npz", "--backend", "onnxruntime"], 0),
         (["check", src], 1),
         (["inspect", src], 0),
-    ]:
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        assert code == want, (argv, out, err)
-        assert err.count("nodes are not in topological order; accepted") == 1, err
+    ])
     onnx.checker.check_model(str(tmp_path / "l.onnx"), full_check=True)
 
 

@@ -120,9 +120,9 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower import __version__
     from seqlower.cli.verify import compare, load_given_inputs
-    from seqlower.model_io import check_model, load_model, read_model_proto, stage_model, weightless_proto
+    from seqlower.model_io import check_model, load_model, read_model_proto, stage_model
     from seqlower.pipeline import LowerOptions, lower_with_report
-    from seqlower.targets import load_target, target_gaps
+    from seqlower.targets import load_target
 
     to_stdout = dst_name == STDOUT
     dst = Path(dst_name)
@@ -140,7 +140,7 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     after = count_ops(lowered)
     timings["lower"] = time.perf_counter() - t
     target = load_target(args.target)
-    gaps = target_gaps(weightless_proto(lowered), target, report.kept_loops)
+    gaps = report.gaps
     t = time.perf_counter()
     staged = None if to_stdout else stage_model(lowered, dst)
     try:
