@@ -67,14 +67,18 @@ class Ops:
         need = self.b.reduce("ReduceProd", safe, None, f"{name}_need", keepdims=True)
         have = self.shape(flat, f"{name}_have")
         pad = self.op("Expand", [self.b.zeros(dtype, (1,), "fill"), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")
-        full = self.op("Reshape", [self.concat([flat, pad], 0, f"{name}_padded"), safe], f"{name}_full")
+        padded = self.concat([flat, pad], 0, f"{name}_padded")
         if rank is None:
-            axes = self.op("Range", [self.scalar(0), self.op("Size", [shape], f"{name}_rank", dtype=INT64), self.scalar(1)], f"{name}_axes")
-            starts = self.op("Sub", [shape, shape], f"{name}_starts")
-        else:
-            axes = self.ints(list(range(rank)))
-            starts = self.ints([0] * rank)
-        return self.slice(full, starts, shape, axes, name)
+            # The rank may be 0, and onnxruntime cannot slice a scalar: a leading axis of
+            # 1 is sliced along too and squeezed away.
+            one = self.ints([1])
+            full = self.op("Reshape", [padded, self.concat([one, safe], 0, f"{name}_safe1")], f"{name}_full")
+            shape1 = self.concat([one, shape], 0, f"{name}_shape1")
+            axes = self.op("Range", [self.scalar(0), self.op("Size", [shape1], f"{name}_rank1", dtype=INT64), self.scalar(1)], f"{name}_axes")
+            sliced = self.slice(full, self.op("Sub", [shape1, shape1], f"{name}_starts"), shape1, axes, f"{name}_sliced")
+            return self.b.squeeze(sliced, [0], name)
+        full = self.op("Reshape", [padded, safe], f"{name}_full")
+        return self.slice(full, self.ints([0] * rank), shape, self.ints(list(range(rank))), name)
 
     def concat_index(self, p: ir.Value, q: ir.Value, sizes: ir.Value, offsets: ir.Value, name: str) -> ir.Value:
         """The permutation between element-major order and the concatenation along an

@@ -7,6 +7,11 @@ Each sequence value of a web the analysis decided to make Flat becomes two tenso
     shapes  int64 [n, W], one row per element (padded with 1 past an element's rank)
     ranks   int64 [n], only when the web mixes element ranks
 
+When a rank that enters a web is only known at run time (a model input of unknown rank,
+a body whose output rank depends on the element), W is too: rows are as wide as the
+largest rank they hold, ``Pad`` widens them (with 1) where lists join, ``ranks`` is always
+there, and splits, concatenations and maps normalise their axis in the graph.
+
 Derived once per value, where the value is made: ``bounds`` = [0, cumsum(sizes)]
 (element i is ``values[bounds[i]:bounds[i+1]]``) and the count ``n``. The rules (the
 table ``RULES``):
@@ -95,14 +100,17 @@ class FlatSeq:
 class LowerFlatSequencesPass(ir.passes.InPlacePass):
     """Rewrite every Flat web (see ``seqlower.analysis``) into tensor ops."""
 
-    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True) -> None:
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True,
+                 runtime_ranks: bool = True) -> None:
         super().__init__()
         self.max_unroll = max_unroll
         self.keepdims_policy = keepdims_policy
         self.packed = packed
+        self.runtime_ranks = runtime_ranks
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed)
+        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed,
+                           runtime_ranks=self.runtime_ranks)
         if not any(w.flat for w in analysis.webs):
             return ir.passes.PassResult(model, False)
         note_max_unroll(model, [w for w in analysis.webs if w.flat], "Flat")
@@ -241,11 +249,44 @@ class _Lowerer:
             s = o.concat([s, o.ints([1] * (width - rank))], 0, f"{name}_dims_padded")
         return s
 
-    def row(self, t: ir.Value, width: int, o: Ops, name: str) -> tuple[ir.Value, int]:
-        """A tensor's shape as a [1, W] row of a shapes tensor, and its rank."""
-        assert t.shape is not None, f"rank of {t.name} must be known"
+    def row(self, t: ir.Value, width: int | None, o: Ops, name: str) -> tuple[ir.Value, int | ir.Value]:
+        """A tensor's shape as a [1, W] row of a shapes tensor, and its rank (a [1]
+        tensor when only known at run time). W is ``width``; when the width is left to
+        run time (None), the tensor's own rank, which :meth:`fit` reconciles with the
+        rows it joins."""
+        if t.shape is None:
+            dims = o.shape(t, f"{name}_dims")
+            return o.unsqueeze(dims, [0], f"{name}_row"), o.shape(dims, f"{name}_rank")
         r = t.shape.rank()
-        return o.unsqueeze(self.padded_dims(t, r, width, o, name), [0], f"{name}_row"), r
+        w = r if width is None else width
+        return o.unsqueeze(self.padded_dims(t, r, w, o, name), [0], f"{name}_row"), r
+
+    @staticmethod
+    def fit(rows: list[ir.Value], width: int | None, o: Ops, name: str) -> list[ir.Value]:
+        """Shapes tensors padded with 1 to one width, so they can be concatenated: the
+        largest of theirs, when the layout leaves the width to run time."""
+        if width is not None or len(rows) < 2:
+            return rows
+        widths = [o.slice(o.shape(r, f"{name}_{i}_dims"), o.ints([1]), o.ints([2]), [0], f"{name}_{i}_width") for i, r in enumerate(rows)]
+        w = o.b.reduce("ReduceMax", o.concat(widths, 0, f"{name}_widths"), [0], f"{name}_width", keepdims=True)
+        out = []
+        for i, (r, wi) in enumerate(zip(rows, widths)):
+            pads = o.concat([o.ints([0, 0, 0]), o.op("Sub", [w, wi], f"{name}_{i}_short")], 0, f"{name}_{i}_pads")
+            out.append(o.op("Pad", [r, pads, o.scalar(1)], f"{name}_{i}_wide"))
+        return out
+
+    @staticmethod
+    def rows_from_dims(dims: ir.Value, ranks: ir.Value, o: Ops, name: str) -> ir.Value:
+        """The [n, W] shapes tensor (W the largest rank, rows padded with 1) of elements
+        whose shapes are given concatenated (``dims``) with their ranks."""
+        w = o.b.reduce("ReduceMax", o.concat([ranks, o.ints([0])], 0, f"{name}_ranks0"), [0], f"{name}_width", keepdims=False)
+        cols = o.unsqueeze(o.op("Range", [o.scalar(0), w, o.scalar(1)], f"{name}_cols", dtype=INT64), [0], f"{name}_cols_row")
+        starts = o.unsqueeze(o.op("CumSum", [ranks, o.scalar(0)], f"{name}_starts", exclusive=1), [1], f"{name}_starts_col")
+        inside = o.op("Less", [cols, o.unsqueeze(ranks, [1], f"{name}_ranks_col")], f"{name}_inside", dtype=ir.DataType.BOOL)
+        # Past an element's rank the index points at a trailing 1: the padding.
+        pad_at = o.shape(dims, f"{name}_pad_at")
+        index = o.op("Where", [inside, o.op("Add", [starts, cols], f"{name}_at"), pad_at], f"{name}_index")
+        return o.op("Gather", [o.concat([dims, o.ints([1])], 0, f"{name}_dims1"), index], f"{name}_rows")
 
     def output(self, old: ir.Value, new: ir.Value, node: ir.Node, scope: Scope) -> None:
         replace_output(old, new, scope, self.names, node, owned=True)
@@ -349,7 +390,7 @@ def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     width, ranked = lw.layout(out)
     dtype = ir.DataType(_attr(node, "dtype", ir.DataType.FLOAT.value))
     values = o.empty(dtype)
-    shapes = o.b.constant(np.zeros((0, width), dtype=np.int64), f"{out.name}_rows")
+    shapes = o.b.constant(np.zeros((0, width or 0), dtype=np.int64), f"{out.name}_rows")
     ranks = o.b.constant(np.zeros(0, dtype=np.int64), f"{out.name}_rank_list") if ranked else None
     lw.make(out, values, shapes, ranks, o, dtype)
     return "constants"
@@ -371,8 +412,11 @@ def _sequence_construct(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> st
         rows.append(row)
         ranks.append(r)
     v = o.concat(values, 0, f"{base}_flat")
-    s = o.concat(rows, 0, f"{base}_rows")
-    rk = o.b.ints(ranks, f"{base}_rank_list") if ranked else None
+    s = o.concat(lw.fit(rows, width, o, f"{base}_rows"), 0, f"{base}_rows")
+    rk = None
+    if ranked:
+        static = all(isinstance(r, int) for r in ranks)
+        rk = o.b.ints(ranks, f"{base}_rank_list") if static else o.concat([o.ints([r]) if isinstance(r, int) else r for r in ranks], 0, f"{base}_rank_list")
     lw.make(out, v, s, rk, o, node.inputs[0].dtype)
     return "Reshape + Concat"
 
@@ -390,10 +434,11 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     pos = node.inputs[2] if len(node.inputs) > 2 else None
     flat_t = _flat_tensor(t, o, base)
     row, r = lw.row(t, fs.width, o, base)
-    rank_t = o.ints([r]) if fs.ranks is not None else None
+    rank_t = (o.ints([r]) if isinstance(r, int) else r) if fs.ranks is not None else None
+    rows, row = lw.fit([fs.shapes, row], fs.width, o, f"{base}_rows")
     if pos is None:
         values = o.concat([fs.values, flat_t], 0, f"{base}_flat")
-        shapes = o.concat([fs.shapes, row], 0, f"{base}_rows")
+        shapes = o.concat([rows, row], 0, f"{base}_rows")
         ranks = o.concat([fs.ranks, rank_t], 0, f"{base}_rank_list") if fs.ranks is not None else None
         lw.make(out, values, shapes, ranks, o, fs.dtype)
         return "Concat (append)"
@@ -401,7 +446,7 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     p1 = o.reshape(p, o.ints([1]), f"{base}_pos1")
     off = o.op("Gather", [lw.derive(fs, "bounds"), p1], f"{base}_offset")
     values = o.splice(fs.values, off, off, flat_t, 0, f"{base}_flat")
-    shapes = o.splice(fs.shapes, p1, p1, row, 0, f"{base}_rows")
+    shapes = o.splice(rows, p1, p1, row, 0, f"{base}_rows")
     ranks = o.splice(fs.ranks, p1, p1, rank_t, 0, f"{base}_rank_list") if fs.ranks is not None else None
     lw.make(out, values, shapes, ranks, o, fs.dtype)
     return "Slice + Concat"
@@ -443,11 +488,12 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     out = node.outputs[0]
     base = out.name or "split"
     width, ranked = lw.layout(out)
-    assert x.shape is not None
-    r = x.shape.rank()
-    a = _attr(node, "axis", 0) % r
     squeeze = dynamic_split_squeezes(node, lw.policy)
     assert squeeze is not None
+    if x.shape is None:
+        return _split_of_unknown_rank(lw, node, o, squeeze)
+    r = x.shape.rank()
+    a = _attr(node, "axis", 0) % r
     xs = o.shape(x, f"{base}_xdims")
     d1 = o.slice(xs, o.ints([a]), o.ints([a + 1]), [0], f"{base}_dim1")
     d = o.reshape(d1, o.ints([]), f"{base}_dim")
@@ -467,7 +513,7 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     if r - a - 1:
         parts.append(repeat(post, r - a - 1, f"{base}_post_rows"))
     er = r - 1 if squeeze else r
-    if width > er:
+    if width is not None and width > er:
         parts.append(repeat(o.ints([1] * (width - er)), width - er, f"{base}_pad_rows"))
     if parts:
         shapes = o.concat(parts, 1, f"{base}_rows")
@@ -485,21 +531,63 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     else:
         p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
         q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True)
-        elem_sizes = o.op("Mul", [sizes, o.op("Mul", [p, q], f"{base}_pq")], f"{base}_elem_sizes")
-        offsets = o.op("CumSum", [elem_sizes, o.scalar(0)], f"{base}_offsets", exclusive=1)
-        index = o.concat_index(p, q, sizes, offsets, f"{base}_perm")
-        total = o.shape(index, f"{base}_total")
-        zeros = o.op("Expand", [o.ints([0]), total], f"{base}_zeros")
-        inverse = o.op(
-            "ScatterElements",
-            [zeros, index, o.op("Range", [o.scalar(0), o.reshape(total, o.ints([]), f"{base}_total_s"), o.scalar(1)], f"{base}_iota", dtype=INT64)],
-            f"{base}_inverse",
-            axis=0,
-        )
-        values = o.op("Gather", [flat_x, inverse], f"{base}_flat")
+        values = o.op("Gather", [flat_x, _inverse_index(o, p, q, sizes, base)], f"{base}_flat")
         how += ", Gather through a permutation"
     lw.make(out, values, shapes, ranks, o, x.dtype)
     return how
+
+
+def _split_of_unknown_rank(lw: _Lowerer, node: ir.Node, o: Ops, squeeze: bool) -> str:
+    """SplitToSequence of a tensor whose rank is only known at run time: the axis, the
+    rows and the permutation into element-major order are all computed in the graph."""
+    x, out = node.inputs[0], node.outputs[0]
+    assert x is not None
+    base = out.name or "split"
+    axis = _attr(node, "axis", 0)
+    xs = o.shape(x, f"{base}_xdims")
+    r1 = o.shape(xs, f"{base}_xrank")
+    a1 = o.ints([axis]) if axis >= 0 else o.op("Add", [r1, o.ints([axis])], f"{base}_axis")
+    after1 = o.op("Add", [a1, o.ints([1])], f"{base}_axis_next")
+    d1 = o.slice(xs, a1, after1, [0], f"{base}_dim1")
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    sizes, how = o.split_sizes(o.reshape(d1, o.ints([]), f"{base}_dim"), d1, split, base)
+    n1 = o.shape(sizes, f"{base}_n1")
+    pre = o.slice(xs, o.ints([0]), a1, [0], f"{base}_pre")
+    post = o.slice(xs, after1, r1, [0], f"{base}_post")
+
+    def repeat(row: ir.Value, name: str) -> ir.Value:
+        target = o.concat([n1, o.shape(row, f"{name}_width")], 0, f"{name}_target")
+        return o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), target], name)
+
+    parts = [repeat(pre, f"{base}_pre_rows")]
+    if not squeeze:
+        parts.append(o.unsqueeze(sizes, [1], f"{base}_size_col"))
+    parts.append(repeat(post, f"{base}_post_rows"))
+    shapes = o.concat(parts, 1, f"{base}_rows")
+    er = o.op("Sub", [r1, o.ints([1])], f"{base}_elem_rank") if squeeze else r1
+    ranks = o.op("Expand", [er, n1], f"{base}_rank_list")
+    flat_x = _flat_tensor(x, o, base)
+    if axis == 0:
+        values = flat_x
+    else:
+        p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
+        q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True)
+        values = o.op("Gather", [flat_x, _inverse_index(o, p, q, sizes, base)], f"{base}_flat")
+        how += ", Gather through a permutation"
+    lw.make(out, values, shapes, ranks, o, x.dtype)
+    return how + " (rank known at run time)"
+
+
+def _inverse_index(o: Ops, p: ir.Value, q: ir.Value, sizes: ir.Value, base: str) -> ir.Value:
+    """Where each entry of the element-major order is in a [P, sum(sizes), Q] tensor
+    cut along its middle axis: the inverse of :meth:`Ops.concat_index`."""
+    elem_sizes = o.op("Mul", [sizes, o.op("Mul", [p, q], f"{base}_pq")], f"{base}_elem_sizes")
+    offsets = o.op("CumSum", [elem_sizes, o.scalar(0)], f"{base}_offsets", exclusive=1)
+    index = o.concat_index(p, q, sizes, offsets, f"{base}_perm")
+    total = o.shape(index, f"{base}_total")
+    zeros = o.op("Expand", [o.ints([0]), total], f"{base}_zeros")
+    iota = o.op("Range", [o.scalar(0), o.reshape(total, o.ints([]), f"{base}_total_s"), o.scalar(1)], f"{base}_iota", dtype=INT64)
+    return o.op("ScatterElements", [zeros, index, iota], f"{base}_inverse", axis=0)
 
 
 def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
@@ -509,6 +597,8 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> 
     r = fs.width
     axis = _attr(node, "axis", 0)
     new_axis = _attr(node, "new_axis", 0)
+    if r is None:
+        return _concat_of_unknown_rank(lw, node, o, scope)
     lo, hi = (-r - 1, r) if new_axis else (-r, r - 1)
     if not lo <= axis <= hi:
         raise ModelError(f"{node_label(node)}: axis {axis} is out of range [{lo}, {hi}]")
@@ -546,6 +636,50 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> 
         how = "Gather through a permutation + Reshape"
     lw.output(out, o.reshape_exact(values, dims, r, base, fs.dtype, out.shape), node, scope)
     return how
+
+
+def _concat_of_unknown_rank(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    """ConcatFromSequence of elements whose (common) rank is only known at run time:
+    the axis is normalised in the graph and the elements are gathered through the
+    permutation of :meth:`Ops.concat_index`; new_axis stacks them as a concatenation of
+    elements with a 1 inserted at the axis."""
+    fs = lw.seq(node.inputs[0])
+    out = node.outputs[0]
+    base = out.name or "concat"
+    assert fs.ranks is not None
+    axis = _attr(node, "axis", 0)
+    new_axis = _attr(node, "new_axis", 0)
+    source = unchanged_split_source(node, lw.policy)
+    if source is not None:
+        lw.output(out, source, node, scope)
+        return "the split's input itself"
+    r1 = o.op("Gather", [fs.ranks, o.ints([0])], f"{base}_rank")
+    first = o.slice(o.op("Gather", [fs.shapes, o.scalar(0)], f"{base}_first_row"), o.ints([0]), r1, [0], f"{base}_first")
+    out_r1 = o.op("Add", [r1, o.ints([1])], f"{base}_out_rank") if new_axis else r1
+    a1 = o.ints([axis]) if axis >= 0 else o.op("Add", [out_r1, o.ints([axis])], f"{base}_axis")
+    count1 = lw.derive(fs, "count1")
+    if new_axis:
+        along = o.op("Expand", [o.ints([1]), count1], f"{base}_ones")
+        pre = o.slice(first, o.ints([0]), a1, [0], f"{base}_pre")
+        post = o.slice(first, a1, r1, [0], f"{base}_post")
+        middle = count1
+    else:
+        a = o.reshape(a1, o.ints([]), f"{base}_axis_s")
+        along = o.op("Gather", [fs.shapes, a], f"{base}_along", axis=1)
+        pre = o.slice(first, o.ints([0]), a1, [0], f"{base}_pre")
+        post = o.slice(first, o.op("Add", [a1, o.ints([1])], f"{base}_axis_next"), r1, [0], f"{base}_post")
+        middle = o.b.reduce("ReduceSum", along, [0], f"{base}_total", keepdims=True)
+    dims = o.concat([pre, middle, post], 0, f"{base}_dims")
+    if axis == 0:
+        values, how = fs.values, "Reshape"
+    else:
+        p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
+        q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True)
+        offsets = o.slice(lw.derive(fs, "bounds"), o.ints([0]), o.ints([-1]), [0], f"{base}_offsets")
+        values = o.op("Gather", [fs.values, o.concat_index(p, q, along, offsets, f"{base}_perm")], f"{base}_gathered")
+        how = "Gather through a permutation + Reshape"
+    lw.output(out, o.reshape_exact(values, dims, None, base, fs.dtype, out.shape), node, scope)
+    return how + " (rank known at run time)"
 
 
 def _seq_tensors(fs: FlatSeq) -> list[ir.Value]:
@@ -620,6 +754,8 @@ def _register_spans(lw: _Lowerer, new: ir.Node, spans: list[tuple[ir.Value | Non
 def _append_once(lw: _Lowerer, node: ir.Node, body: ir.Graph, k: int) -> tuple[ir.Node, ir.Value] | None:
     """:func:`append_once`, where the appended tensor has one shape in every iteration
     (Loop scan outputs must), which :func:`_invariant_shape` proves."""
+    if lw.layout(body.inputs[2 + k])[0] is None:
+        return None  # rows as wide as run time makes them cannot be one scan output
     found = append_once(body, k)
     if found is None or not _invariant_shape(found[1], node, frozenset(model_input_dims(lw.model))):
         return None
@@ -794,25 +930,39 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         y = mapped[bo]
         width, ranked = lw.layout(out)
         shape = bo.shape
-        assert shape is not None and bo.dtype is not None
-        r = shape.rank()
+        assert bo.dtype is not None
+        r = shape.rank() if shape is not None else None
+        w = width if width is not None else r
         name = out.name or f"{base}_{k}"
         flat_y = _flat_tensor(y, bo_ops, f"{name}_y")
-        static = all(isinstance(d, int) for d in shape.dims)
-        if static:
+
+        def carry(t: ir.Value, dtype: ir.DataType, what: str) -> None:
+            acc = ir.Value(name=names.fresh(f"{name}_{what}_acc"), type=ir.TensorType(dtype), shape=ir.Shape([None]))
+            carried_in.append(acc)
+            carried_out.append(bo_ops.concat([acc, t], 0, f"{name}_{what}_acc_next"))
+            carried_init.append(o.empty(dtype))
+
+        if shape is not None and all(isinstance(d, int) for d in shape.dims):
             size = int(np.prod([int(d) for d in shape.dims], dtype=np.int64))
             flat_y.shape = ir.Shape([size])
             scan_out.append(flat_y)
-            plans.append(("scan", k, width, ranked, r, [int(d) for d in shape.dims]))
+            plans.append(("scan", k, w, ranked, r, [int(d) for d in shape.dims]))
+        elif r is not None and w is not None:
+            carry(flat_y, bo.dtype, "values")
+            dims = lw.padded_dims(y, r, w, bo_ops, f"{name}_y")
+            dims.shape = ir.Shape([w])
+            scan_out.append(_scan_row(dims, w, bo_ops, f"{name}_y"))
+            plans.append(("carried", k, w, ranked, r, None))
         else:
-            acc = ir.Value(name=names.fresh(f"{name}_acc"), type=ir.TensorType(bo.dtype), shape=ir.Shape([None]))
-            carried_in.append(acc)
-            carried_out.append(bo_ops.concat([acc, flat_y], 0, f"{name}_acc_next"))
-            carried_init.append(o.empty(bo.dtype))
-            dims = lw.padded_dims(y, r, width, bo_ops, f"{name}_y")
-            dims.shape = ir.Shape([width])
-            scan_out.append(_scan_row(dims, width, bo_ops, f"{name}_y"))
-            plans.append(("carried", k, width, ranked, r, None))
+            # A rank known only at run time, which may differ per element: the shapes
+            # are carried end to end and each rank is a scan output.
+            carry(flat_y, bo.dtype, "values")
+            dims = bo_ops.shape(y, f"{name}_y_dims")
+            carry(dims, INT64, "dims")
+            rank = bo_ops.reshape(bo_ops.shape(dims, f"{name}_y_rank1"), bo_ops.ints([]), f"{name}_y_rank")
+            rank.shape = ir.Shape([])
+            scan_out.append(rank)
+            plans.append(("dims", k, None, ranked, None, None))
     loop_body.inputs.extend(carried_in)
     loop_body.outputs.extend(returned_by(loop_body, [cond_out, *carried_out, *scan_out], names, scope.opset))
     count = lw.derive(first, "count")
@@ -836,6 +986,17 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             row = o.ints(dims + [1] * (width - r))
             shapes = o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), o.concat([count1, o.ints([width])], 0, f"{name}_target")], f"{name}_rows")
             hows.append("scan output")
+        elif kind == "dims":
+            values, dims_flat = loop_carried[ci], loop_carried[ci + 1]
+            values.name = names.fresh(f"{name}_flat")
+            values.type = ir.TensorType(body.outputs[k].dtype)
+            dims_flat.name = names.fresh(f"{name}_dims_flat")
+            dims_flat.type = ir.TensorType(INT64)
+            ci += 2
+            scan.type = ir.TensorType(INT64)
+            lw.make(out, values, lw.rows_from_dims(dims_flat, scan, o, name), scan, o, body.outputs[k].dtype)
+            hows.append("carried Concat of values and shapes")
+            continue
         else:
             values = loop_carried[ci]
             values.name = names.fresh(f"{name}_flat")

@@ -83,7 +83,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
             *for_target,
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
             LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
-            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
+            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed, runtime_ranks=False),
             # The dynamic lowerings emit CumSum (element bounds): lowered after them.
             *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
             # What stays a Loop (a run-time trip count) runs batched where its body allows,
@@ -110,7 +110,25 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
         final.append(ForgetIntermediateShapesPass())
-    return [rounds, *wrap(final)]
+    # What the rounds kept for a rank nothing could find is Flat with ranks known at run
+    # time; then the rounds go on from there.
+    runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
+    return [rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
+
+
+class ThenAgain(ir.passes.InPlacePass):
+    """``first``, and ``then`` only when ``first`` changed the model."""
+
+    def __init__(self, first: ir.passes.PassBase, then: ir.passes.PassBase) -> None:
+        super().__init__()
+        self.first = first
+        self.then = then
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if not self.first(model).modified:
+            return ir.passes.PassResult(model, False)
+        self.then(model)
+        return ir.passes.PassResult(model, True)
 
 
 

@@ -86,9 +86,11 @@ _WIDEN_AFTER = 4
 
 
 class _Analyzer(Chooser):
-    def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str, packed: bool = True) -> None:
+    def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str, packed: bool = True,
+                 runtime_ranks: bool = True) -> None:
         self.model = model
         self.allow_packed = packed
+        self.runtime_ranks = runtime_ranks
         self.max_unroll = max_unroll
         self.policy = keepdims_policy
         self.result = Analysis()
@@ -600,7 +602,11 @@ def _check_input_kinds(node: ir.Node) -> None:
                              f" {node.op_type} takes a {'sequence' if want else 'tensor'} there")
 
 
-def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True) -> Analysis:
+def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True,
+            runtime_ranks: bool = True) -> Analysis:
     """Compute SeqInfo for every sequence value and one decision per web (``packed``
-    False: dynamic webs are all Flat, the universal representation)."""
-    return _Analyzer(model, max_unroll, keepdims_policy, packed).run()
+    False: dynamic webs are all Flat, the universal representation). ``runtime_ranks``
+    False: a web where a tensor of unknown rank enters is kept, with the reason, rather
+    than made Flat with ranks known at run time (the pipeline's rounds wait for
+    inference to find the rank, which lowers better)."""
+    return _Analyzer(model, max_unroll, keepdims_policy, packed, runtime_ranks).run()

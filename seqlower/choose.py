@@ -64,7 +64,7 @@ class Layout:
     element rank), and a ``ranks`` tensor when element ranks differ (``ranked``).
     Shared by values whose elements flow into one another unchanged."""
 
-    width: int | None  # None: only model inputs of unknown rank feed it (passed through)
+    width: int | None  # None: a rank that enters is unknown; the rows are as wide as run time makes them
     ranked: bool
 
 
@@ -248,21 +248,23 @@ class Chooser:
         return None
 
     def _layout(self, group: list[ir.Value]) -> tuple[Layout | None, str | None]:
-        """The Flat layout of values whose elements flow into one another unchanged: the
-        ranks of every tensor that enters them, which must be known at compile time."""
+        """The Flat layout of values whose elements flow into one another unchanged: as
+        wide as the largest rank of the tensors that enter them, or, when one of those
+        ranks is unknown at compile time, as wide as the run time makes it (``width``
+        None; then every element's rank is carried too)."""
         ranks: set[int] = set()
-        unknown_inputs = []
+        unknown = False
         for v in group:
             for r, who in self._entry_ranks(v):
-                if r is None:
-                    if who is None:
-                        unknown_inputs.append(v)
-                        continue
-                    return None, f"the rank of {who}, an element of '{v.name}', is unknown"
-                ranks.add(r)
-        if unknown_inputs and not ranks:
-            # Only passed through (no op here needs the rank): rows as wide as the
-            # caller's elements, with their ranks.
+                if r is not None:
+                    ranks.add(r)
+                elif who is not None:  # a tensor of unknown rank enters
+                    if not self.runtime_ranks:
+                        return None, f"the rank of {who}, an element of '{v.name}', is unknown"
+                    return Layout(None, True), None
+                else:  # a model input's elements, of unknown rank
+                    unknown = True
+        if unknown and not ranks:
             return Layout(None, True), None
         # A model input of unknown element rank takes the rank its web gives it; the ABI
         # records it, so a caller learns the contract instead of guessing.
@@ -306,6 +308,6 @@ class Chooser:
                 if split is not None and _rank_of(split) is None:
                     return f"{node_label(p)}: the rank of split '{split.name}' (scalar or 1-D) is unknown"
             for use in _users(v):
-                if use.op_type == "ConcatFromSequence" and layouts[v].ranked:
+                if use.op_type == "ConcatFromSequence" and layouts[v].ranked and layouts[v].width is not None:
                     return f"{node_label(use)} concatenates elements of different ranks"
         return None

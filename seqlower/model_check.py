@@ -56,30 +56,31 @@ def check_proto(proto: onnx.ModelProto, label: str, base_dir: str | None, *, ful
     Raises ModelError for anything else.
     """
     found: list[str] = []
+    shapeless: list[onnx.ValueInfoProto] = []
     with _weights_as_placeholders(proto, base_dir) as check:
         try:
-            try:
-                check(proto, full)
-                return found
-            except onnx.checker.ValidationError as e:
-                first = _first_line(e)
-                if _UNSORTED.search(first):
-                    cycle = sort_nodes(proto)
-                    if cycle:
-                        raise ModelError(f"{label}: {what}: the graph has a cycle through {cycle} (its nodes "
-                                         "cannot be topologically sorted)") from None
-                    found.append(f"{label}: nodes are not in topological order; accepted, as onnxruntime does "
-                                 "(sorted)")
-                elif not _SHAPELESS.search(first):
-                    raise
-            shapeless = _shapeless_boundary(proto)
-            if shapeless:
-                found.append(f"{label}: graph {'inputs/outputs' if len(shapeless) > 1 else 'input/output'} "
-                             f"{', '.join(repr(v.name) for v in shapeless)} declare no shape (rank unknown); "
-                             "accepted, as onnxruntime does")
-            # Again, without what was accepted: the checker stops at its first complaint.
-            with _placeholder_shapes(shapeless):
-                check(proto, full and not shapeless)
+            # Each pass accepts one complaint and checks again, as the checker stops at
+            # its first: nodes out of order (sorted), then shapeless boundary values.
+            for _ in range(3):
+                try:
+                    with _placeholder_shapes(shapeless):
+                        check(proto, full and not shapeless)
+                    break
+                except onnx.checker.ValidationError as e:
+                    first = _first_line(e)
+                    if _UNSORTED.search(first) and not any("topological" in w for w in found):
+                        cycle = sort_nodes(proto)
+                        if cycle:
+                            raise ModelError(f"{label}: {what}: the graph has a cycle through {cycle} (its nodes "
+                                             "cannot be topologically sorted)") from None
+                        found.append(f"{label}: nodes are not in topological order; accepted, as onnxruntime does "
+                                     "(sorted)")
+                    elif _SHAPELESS.search(first) and not shapeless and (shapeless := _shapeless_boundary(proto)):
+                        found.append(f"{label}: graph {'inputs/outputs' if len(shapeless) > 1 else 'input/output'} "
+                                     f"{', '.join(repr(v.name) for v in shapeless)} declare no shape (rank unknown); "
+                                     "accepted, as onnxruntime does")
+                    else:
+                        raise
             if full and shapeless:
                 onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:

@@ -35,6 +35,7 @@ class Program:
     feeds: list[dict]
     inits: list[onnx.TensorProto] = field(default_factory=list)
     min_opset: int = 11
+    unranked: tuple[str, ...] = ()  # model inputs/outputs declared with no shape at all
 
 
 def _x(*shape, dtype=np.float32):
@@ -372,20 +373,104 @@ def sequence_map_loop() -> Program:
     )
 
 
+def unknown_rank_split_concat() -> Program:
+    """A model input of unknown rank (fed at ranks 1, 2 and 3, zero-size dims included)
+    split along its last axis and along axis 0 with keepdims=0, then read, counted,
+    stacked at the first and the last axis and concatenated back along the last one."""
+    return Program(
+        [
+            n("SplitToSequence", ["x"], ["cols"], axis=-1),
+            n("SequenceErase", ["cols", "zero"], ["rest"]),
+            n("ConcatFromSequence", ["rest"], ["back"], axis=-1),
+            n("ConcatFromSequence", ["cols"], ["stacked"], axis=0, new_axis=1),
+            n("ConcatFromSequence", ["cols"], ["stacked_last"], axis=-1, new_axis=1),
+            n("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+            n("SequenceAt", ["rows", "p"], ["row"]),
+            n("SequenceLength", ["rows"], ["count"]),
+        ],
+        [t("x", FLOAT), t("p", INT64, [])],
+        [t("back", FLOAT), t("stacked", FLOAT), t("stacked_last", FLOAT), t("row", FLOAT), t("count", INT64, [])],
+        [
+            {"x": _x(3), "p": np.array(-1)},
+            {"x": _x(2, 3), "p": np.array(0)},
+            {"x": _x(2, 1, 4), "p": np.array(1)},
+            {"x": _x(1, 0, 2), "p": np.array(-1)},
+        ],
+        [const("zero", 0, np.int64)],
+        unranked=("x", "back", "stacked", "stacked_last", "row"),
+    )
+
+
+def unknown_rank_mixed() -> Program:
+    """Elements of an unknown rank and of rank 1 in one list, through the ABI, read at a
+    run-time position; a map whose output's rank differs per element."""
+    add_one = body([n("Add", ["e", "one"], ["y"])], [t("e", FLOAT)], [t("y", FLOAT)], [const("one", 1.0, np.float32)])
+    return Program(
+        [
+            n("SequenceConstruct", ["x", "v"], ["s"]),
+            n("SequenceInsert", ["s", "x", "p"], ["s1"]),
+            n("SequenceAt", ["s1", "p"], ["at"]),
+            helper.make_node("SequenceMap", ["s1"], ["mapped"], name="add_one", body=add_one),
+            n("SequenceAt", ["mapped", "q"], ["mapped_at"]),
+        ],
+        [t("x", FLOAT), t("v", FLOAT, ["V"]), t("p", INT64, []), t("q", INT64, [])],
+        [seq("s1", FLOAT), t("at", FLOAT), seq("mapped", FLOAT), t("mapped_at", FLOAT)],
+        [
+            {"x": _x(2, 3), "v": _x(3), "p": np.array(1), "q": np.array(-1)},
+            {"x": np.array(5.0, np.float32), "v": _x(0), "p": np.array(-1), "q": np.array(0)},
+            {"x": _x(1, 0, 2), "v": _x(2), "p": np.array(0), "q": np.array(2)},
+        ],
+        min_opset=17,  # SequenceMap
+        unranked=("x", "at", "mapped_at"),
+    )
+
+
+def unknown_rank_loop() -> Program:
+    """A Loop that carries a list and inserts a tensor of unknown rank at the front in
+    every step; the list is then concatenated along its last axis."""
+    b = body(
+        [n("Identity", ["cond_in"], ["cond_out"]), n("SequenceInsert", ["acc_in", "x", "zero"], ["acc_out"])],
+        [t("i", INT64, []), t("cond_in", BOOL, []), seq("acc_in", FLOAT)],
+        [t("cond_out", BOOL, []), seq("acc_out", FLOAT)],
+    )
+    return Program(
+        [
+            n("SequenceConstruct", ["x"], ["start"]),
+            helper.make_node("Loop", ["trips", "", "start"], ["acc"], name="grow", body=b),
+            n("ConcatFromSequence", ["acc"], ["y"], axis=-1),
+            n("SequenceLength", ["acc"], ["count"]),
+        ],
+        [t("x", FLOAT), t("trips", INT64, [])],
+        [t("y", FLOAT), t("count", INT64, [])],
+        [
+            {"x": _x(2, 3), "trips": np.array(2)},
+            {"x": _x(4), "trips": np.array(0)},
+            {"x": _x(2, 0, 1), "trips": np.array(3)},
+        ],
+        [const("zero", 0, np.int64)],
+        min_opset=13,  # a sequence carried by Loop is opset 13
+        unranked=("x", "y"),
+    )
+
+
 PROGRAMS: dict[str, Callable[[], Program]] = {
     f.__name__: f
     for f in (
         split_dynamic_dim, split_runtime_scalar, split_runtime_sizes, construct_insert_erase_mixed_shapes,
         sequence_io, strings, float16_stack, mixed_ranks, loop_appends, loop_append_once, loop_append_growing_state,
         loop_reads_outer_sequence,
-        if_lengths_differ, sequence_map_loop,
+        if_lengths_differ, sequence_map_loop, unknown_rank_split_concat, unknown_rank_mixed, unknown_rank_loop,
     )
 }
 CASES = [(name, opset) for name, f in PROGRAMS.items() for opset in OPSETS if opset >= f().min_opset]
 
 
 def build(p: Program, opset: int) -> onnx.ModelProto:
-    return model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
+    m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
+    for vi in [*m.graph.input, *m.graph.output]:
+        if vi.name in p.unranked:
+            vi.type.tensor_type.ClearField("shape")
+    return m
 
 
 @pytest.mark.parametrize(("name", "opset"), CASES, ids=[f"{a}-{b}" for a, b in CASES])

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper
 from tests.helpers import BOOL, FLOAT, INT32, INT64, STRING, body, const, lower_checked, model, seq, t
 from tests.passes.patterns import IR_FOR_OPSET, OPSETS
 from tests.passes.test_lower_flat_sequences import PROGRAMS as FLAT_PROGRAMS
+from tests.passes.test_lower_flat_sequences import build as build_flat
 from tests.passes.test_lower_flat_sequences import Program, _x, n
 
 F16 = TensorProto.FLOAT16
@@ -381,8 +382,7 @@ def test_the_flat_programs_by_default(name):
     # packed, and the result must still equal the original.
     p = FLAT_PROGRAMS[name]()
     opset = max(18, p.min_opset)
-    m = model(p.nodes, p.inputs, p.outputs, opset=opset, initializer=p.inits, ir_version=IR_FOR_OPSET[opset])
-    lower_checked(m, inputs=p.feeds)
+    lower_checked(build_flat(p, opset), inputs=p.feeds)
 
 
 def test_packed_model_outputs_leave_through_the_abi():

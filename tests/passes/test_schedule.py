@@ -9,7 +9,7 @@ from onnx import helper
 
 from seqlower.errors import ModelError
 from seqlower.options import LowerOptions
-from seqlower.passes.schedule import CheckModelPass, build_passes
+from seqlower.passes.schedule import CheckModelPass, ThenAgain, build_passes
 from tests.helpers import FLOAT, model, t
 
 
@@ -39,6 +39,27 @@ def test_check_each_pass_puts_a_check_after_every_pass():
     plain = build_passes(LowerOptions())
     checked = build_passes(LowerOptions(), check_each=True)
     rounds, checked_rounds = plain[0].passes, checked[0].passes
-    assert len(checked_rounds) == 2 * len(rounds) and len(checked) == 1 + 2 * (len(plain) - 1)
+    assert len(checked_rounds) == 2 * len(rounds) and len(checked) == 2 + 2 * (len(plain) - 2)
     assert all(isinstance(p, CheckModelPass) and p.after == type(q).__name__
                for q, p in zip(rounds, checked_rounds[1::2]))
+    # The run-time-ranks step (then the rounds again) is checked too.
+    then_again = checked[1]
+    assert isinstance(then_again, ThenAgain) and then_again.then is checked[0]
+    assert [type(p).__name__ for p in then_again.first.passes] == ["LowerFlatSequencesPass", "CheckModelPass"]
+
+
+def test_a_rank_found_in_a_later_round_is_waited_for():
+    # TorchScript's list loop over nonzero rows: the inserted tensor's rank is unknown
+    # until the inlined If's values are inferred again (the second round). The rounds
+    # wait for it (Ragged, one tensor) rather than take Flat with ranks at run time.
+    from pathlib import Path
+
+    import onnx
+
+    from seqlower import load_model, lower_with_report
+
+    path = Path(__file__).parent.parent / "data" / "exported" / "ts_nonzero_rows_loop_opset13.onnx"
+    _, report = lower_with_report(load_model(onnx.load(path)), LowerOptions())
+    seq_rewrites = [r for r in report.rewrites if r["op"].startswith(("Sequence", "Concat"))]
+    assert seq_rewrites and {r["into"] for r in seq_rewrites} == {"ragged"}
+    assert not any("run time" in r["how"] for r in report.rewrites)
