@@ -39,6 +39,7 @@ a non-zero shape and slicing back, so no element shape is ever misread.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,19 +49,15 @@ from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
     append_once,
-    inline_map_body,
-    map_loop_body,
     note_max_unroll,
-    rebuild_node,
     replace_output,
-    returned_by,
     rewrite_record,
     sequence_abi_entry,
     subgraph_scopes,
-    take_over,
     walk_scopes,
     write_abi,
 )
+from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop
 from seqlower.analysis import (
     Analysis,
     analyze,
@@ -126,7 +123,9 @@ class LowerFlatSequencesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, lw.modified)
 
 
-class _Lowerer:
+class _Lowerer(Converter):
+    carrying = "the tensors"
+
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
         self.model = model
         self.analysis = analysis
@@ -163,6 +162,72 @@ class _Lowerer:
             body = node.attributes["body"].as_graph()
             values += [*body.inputs, *body.outputs]
         return any(self.analysis.flat(v) for v in values)
+
+    # -- the converter (passes/convert.py) ------------------------------------------------
+
+    def owns(self, v: ir.Value | None) -> bool:
+        return self.analysis.flat(v)
+
+    def into(self, v: ir.Value) -> str:
+        return "flat"
+
+    def _dtype(self, v: ir.Value) -> ir.DataType:
+        info = self.analysis.info.get(v)
+        dtype = info.dtype if info is not None else None
+        if dtype is None and isinstance(v.type, ir.SequenceType) and isinstance(v.type.elem_type, ir.TensorType):
+            dtype = v.type.elem_type.dtype
+        assert dtype is not None, f"the element type of '{v.name}' is unknown"
+        return dtype
+
+    def types(self, v: ir.Value, base: str) -> list[Proto]:
+        width, ranked = self.layout(v)
+        protos: list[Proto] = [
+            (self.names.fresh(f"{base}_flat"), ir.TensorType(self._dtype(v)), ir.Shape([None])),
+            (self.names.fresh(f"{base}_rows"), ir.TensorType(INT64), ir.Shape([None, width])),
+        ]
+        if ranked:
+            protos.append((self.names.fresh(f"{base}_rank_list"), ir.TensorType(INT64), ir.Shape([None])))
+        return protos
+
+    def tensors(self, v: ir.Value, b: Builder) -> list[ir.Value]:
+        return _seq_tensors(self.seq(v))
+
+    def bind(self, v: ir.Value, tensors: Sequence[ir.Value], scope: Scope, made_by: ir.Node | None) -> None:
+        width, ranked = self.layout(v)
+        assert len(tensors) == (3 if ranked else 2)
+        dtype = tensors[0].dtype or self._dtype(v)
+        self.seqs[v] = FlatSeq(tensors[0], tensors[1], tensors[2] if ranked else None, dtype, width, scope.graph, made_by, scope.main, scope.opset)
+
+    def appended(self, node: ir.Node, k: int) -> tuple[ir.Node, ir.Value] | None:
+        return _append_once(self, node, node.attributes["body"].as_graph(), k)
+
+    def append_step(self, node: ir.Node, k: int, t: ir.Value, o: Ops, name: str) -> list[ir.Value]:
+        # The element (through an Identity the body owns: it may be an outer value) and
+        # its shape row, from t's own Shape so it is the tensor appended, dims and all.
+        width, _ = self.layout(node.attributes["body"].as_graph().inputs[2 + k])
+        assert t.shape is not None and width is not None
+        row = self.padded_dims(t, t.shape.rank(), width, o, f"{name}_appended")
+        row.shape = ir.Shape([width])
+        return [o.identity(t, f"{name}_elem"), _scan_row(row, width, o, f"{name}_appended")]
+
+    def append_types(self, carried: ir.Value, t: ir.Value, base: str) -> list[Proto]:
+        assert t.shape is not None
+        return [(self.names.fresh(f"{base}_scan"), ir.TensorType(self.seq(carried).dtype), ir.Shape([None, *t.shape.dims])),
+                (self.names.fresh(f"{base}_scan_rows"), ir.TensorType(INT64), ir.Shape([None, 1, self.layout(carried)[0]]))]
+
+    def bind_appended(self, out: ir.Value, carried: ir.Value, t: ir.Value, scans: list[ir.Value], o: Ops) -> None:
+        init = self.seq(carried)
+        scan, rows = scans
+        name = out.name or "appended"
+        values = o.concat([init.values, o.reshape(scan, o.ints([-1]), f"{name}_scan_flat")], 0, f"{name}_flat")
+        rows = _unscan_rows(rows, init.width, o, name)
+        shapes = o.concat([init.shapes, rows], 0, f"{name}_rows")
+        ranks = None
+        if init.ranks is not None:
+            assert t.shape is not None
+            trips = o.slice(o.shape(rows, f"{name}_rows_dims"), o.ints([0]), o.ints([1]), [0], f"{name}_trips")
+            ranks = o.concat([init.ranks, o.op("Expand", [o.ints([t.shape.rank()]), trips], f"{name}_appended_ranks")], 0, f"{name}_rank_list")
+        self.make(out, values, shapes, ranks, o, init.dtype)
 
     def layout(self, v: ir.Value) -> tuple[int, bool]:
         lay = self.analysis.layout_of[v]
@@ -686,69 +751,13 @@ def _seq_tensors(fs: FlatSeq) -> list[ir.Value]:
     return [fs.values, fs.shapes] + ([fs.ranks] if fs.ranks is not None else [])
 
 
-def _typed_like(fs_dtype: ir.DataType, width: int, name: str, names: NameAuthority, ranked: bool) -> list[ir.Value]:
-    out = [
-        ir.Value(name=names.fresh(f"{name}_flat"), type=ir.TensorType(fs_dtype), shape=ir.Shape([None])),
-        ir.Value(name=names.fresh(f"{name}_rows"), type=ir.TensorType(INT64), shape=ir.Shape([None, width])),
-    ]
-    if ranked:
-        out.append(ir.Value(name=names.fresh(f"{name}_rank_list"), type=ir.TensorType(INT64), shape=ir.Shape([None])))
-    return out
-
-
-Proto = tuple[str | None, ir.TypeProtocol | None, ir.Shape | None]
-
-
-def _protos(values: list[ir.Value]) -> list[Proto]:
-    return [(v.name, v.type, v.shape) for v in values]
-
-
-def _proto_of(out: ir.Value | None, names: NameAuthority) -> Proto:
-    return (names.fresh("unused"), None, None) if out is None else (out.name, out.type, out.shape)
-
-
 def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
-    for key, g in zip(("then_branch", "else_branch"), branches):
-        lw.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
-    protos: list[Proto] = []
-    per_branch: list[list[ir.Value]] = [[], []]
-    spans: list[tuple[ir.Value, int, ir.DataType | None]] = []
-    for k, out in enumerate(node.outputs):
-        start = len(protos)
-        if lw.analysis.flat(out):
-            width, ranked = lw.layout(out)
-            fss = [lw.seq(g.outputs[k]) for g in branches]
-            protos += _protos(_typed_like(fss[0].dtype, width, out.name or "seq", lw.names, ranked))
-            for side in (0, 1):
-                per_branch[side] += _seq_tensors(fss[side])
-            spans.append((out, start, fss[0].dtype))
-        else:
-            protos.append(_proto_of(out, lw.names))
-            for side, g in enumerate(branches):
-                per_branch[side].append(g.outputs[k])
-            spans.append((out, start, None))
-    for side, g in enumerate(branches):
-        fixed = returned_by(g, per_branch[side], lw.names, scope.opset)
-        g.outputs.clear()
-        g.outputs.extend(fixed)
-    new = rebuild_node(node, list(node.inputs), protos)
-    _register_spans(lw, new, spans, scope)
+    convert_if(lw, node, scope)
     return "If returning the tensors"
 
 
-def _register_spans(lw: _Lowerer, new: ir.Node, spans: list[tuple[ir.Value | None, int, ir.DataType | None]], scope: Scope) -> None:
-    """The rebuilt node's outputs stand for the old ones: a Flat sequence's tensors from
-    ``start`` (``dtype`` given), or one tensor that takes the old output's place."""
-    for out, start, dtype in spans:
-        if out is None:
-            continue
-        if dtype is None:
-            take_over(out, new.outputs[start], scope.graph)
-            continue
-        width, ranked = lw.layout(out)
-        vals = new.outputs[start : start + (3 if ranked else 2)]
-        lw.seqs[out] = FlatSeq(vals[0], vals[1], vals[2] if ranked else None, dtype, width, scope.graph, new, scope.main, scope.opset)
+def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
+    return convert_loop(lw, node, scope)
 
 
 def _append_once(lw: _Lowerer, node: ir.Node, body: ir.Graph, k: int) -> tuple[ir.Node, ir.Value] | None:
@@ -769,109 +778,6 @@ def _invariant_shape(t: ir.Value, node: ir.Node, anchored: frozenset[str]) -> bo
     if t.shape is None or not anchored_shape(t.shape, anchored):
         return False
     return loop_shapes_consistent(node)
-
-
-def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    body = node.attributes["body"].as_graph()
-    bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
-    carried = list(node.inputs[2:])
-    n_carried = len(carried)
-    n_scans = len(body.outputs) - 1 - n_carried
-    flat_k = [lw.analysis.flat(body.inputs[2 + k]) for k in range(n_carried)]
-    # Append-once sequences leave the carried state and become scan outputs: the element
-    # and its shape row per iteration, O(n) in total where carrying the values is O(n^2).
-    appends = {k: a for k in range(n_carried) if flat_k[k] and (a := _append_once(lw, node, body, k)) is not None}
-    scans_added: list[tuple[int, ir.Value, ir.Value]] = []
-    bo_ops = Ops(Builder(body, None, scope.opset, lw.names, main_graph=False))
-    for k, (ins, t) in appends.items():
-        width, _ = lw.layout(body.inputs[2 + k])
-        assert t.shape is not None and width is not None
-        name = body.outputs[1 + k].name or "appended"
-        # The row comes from t's own Shape so it is the tensor appended, dims and all.
-        row = lw.padded_dims(t, t.shape.rank(), width, bo_ops, f"{name}_appended")
-        row.shape = ir.Shape([width])
-        scans_added.append((k, t, _scan_row(row, width, bo_ops, f"{name}_appended")))
-    keep = [k for k in range(n_carried) if k not in appends]
-    # Body inputs first: the body's own rules read them.
-    new_body_inputs = list(body.inputs[:2])
-    for k in keep:
-        bi = body.inputs[2 + k]
-        if not flat_k[k]:
-            new_body_inputs.append(bi)
-            continue
-        width, ranked = lw.layout(bi)
-        init = lw.seq(carried[k])
-        ins = _typed_like(init.dtype, width, bi.name or "carried", lw.names, ranked)
-        new_body_inputs += ins
-        lw.seqs[bi] = FlatSeq(ins[0], ins[1], ins[2] if ranked else None, init.dtype, width, body, None, False, scope.opset)
-    body.inputs.clear()
-    body.inputs.extend(new_body_inputs)
-    for k, (ins, t) in appends.items():
-        # The appended tensor (through an Identity the body owns, since it may be an
-        # outer value) takes the sequence's output slot, so what lowering the body
-        # replaces it by lands there too.
-        body.outputs[1 + k] = bo_ops.identity(t, f"{body.outputs[1 + k].name or 'appended'}_elem")
-        lw.records.append(rewrite_record(ins, bscope, "flat", "append as a Loop scan output"))
-        body.remove(ins, safe=False)
-    lw.graph(bscope)
-    new_outputs = [body.outputs[0]]
-    for k in keep:
-        bo = body.outputs[1 + k]
-        new_outputs += _seq_tensors(lw.seq(bo)) if flat_k[k] else [bo]
-    new_outputs += list(body.outputs[1 + n_carried :])
-    for k, _, row in scans_added:
-        new_outputs += [body.outputs[1 + k], row]  # t, or what its lowering replaced it by
-    fixed = returned_by(body, new_outputs, lw.names, scope.opset)
-    body.outputs.clear()
-    body.outputs.extend(fixed)
-    inputs: list[ir.Value | None] = list(node.inputs[:2])
-    protos: list[Proto] = []
-    spans: list[tuple[ir.Value | None, int, ir.DataType | None]] = []
-    for k in keep:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        start = len(protos)
-        if flat_k[k]:
-            init = lw.seq(carried[k])
-            width, ranked = lw.layout(carried[k])
-            inputs += _seq_tensors(init)
-            protos += _protos(_typed_like(init.dtype, width, (out.name if out is not None else None) or "carried", lw.names, ranked))
-            spans.append((out, start, init.dtype))
-        else:
-            inputs.append(carried[k])
-            protos.append(_proto_of(out, lw.names))
-            spans.append((out, start, None))
-    for out in node.outputs[n_carried : n_carried + n_scans]:
-        spans.append((out, len(protos), None))
-        protos.append(_proto_of(out, lw.names))
-    appended_at = len(protos)
-    for k, t, _ in scans_added:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        base = (out.name if out is not None else None) or "appended"
-        assert t.shape is not None
-        protos.append((lw.names.fresh(f"{base}_scan"), ir.TensorType(lw.seq(carried[k]).dtype), ir.Shape([None, *t.shape.dims])))
-        protos.append((lw.names.fresh(f"{base}_scan_rows"), ir.TensorType(INT64), ir.Shape([None, 1, lw.layout(carried[k])[0]])))
-    new = rebuild_node(node, inputs, protos)
-    _register_spans(lw, new, spans, scope)
-    after = Ops(Builder(scope.graph, node, scope.opset, lw.names, main_graph=scope.main))
-    for i, (k, t, _) in enumerate(scans_added):
-        out = node.outputs[k] if k < len(node.outputs) else None
-        if out is None:
-            continue
-        init = lw.seq(carried[k])
-        scan, rows = new.outputs[appended_at + 2 * i], new.outputs[appended_at + 2 * i + 1]
-        name = out.name or "appended"
-        values = after.concat([init.values, after.reshape(scan, after.ints([-1]), f"{name}_scan_flat")], 0, f"{name}_flat")
-        rows = _unscan_rows(rows, init.width, after, name)
-        shapes = after.concat([init.shapes, rows], 0, f"{name}_rows")
-        ranks = None
-        if init.ranks is not None:
-            assert t.shape is not None
-            trips = after.slice(after.shape(rows, f"{name}_rows_dims"), after.ints([0]), after.ints([1]), [0], f"{name}_trips")
-            ranks = after.concat([init.ranks, after.op("Expand", [after.ints([t.shape.rank()]), trips], f"{name}_appended_ranks")], 0, f"{name}_rank_list")
-        lw.make(out, values, shapes, ranks, after, init.dtype)
-    if appends:
-        return "Loop carrying the tensors; appends as scan outputs" if keep else "Loop: appends as scan outputs"
-    return "Loop carrying the tensors"
 
 
 def _scan_row(row: ir.Value, width: int, o: Ops, name: str) -> ir.Value:
@@ -903,112 +809,90 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             width, ranked = lw.layout(out)
             out_info = lw.analysis.info.get(out)
             dtype = bo.dtype or (out_info.dtype if out_info is not None else None)
-            assert dtype is not None and width is not None
-            shapes = o.b.constant(np.zeros((0, width), dtype=np.int64), f"{out.name}_rows")
+            assert dtype is not None
+            shapes = o.b.constant(np.zeros((0, width or 0), dtype=np.int64), f"{out.name}_rows")
             ranks = o.b.constant(np.zeros(0, dtype=np.int64), f"{out.name}_rank_list") if ranked else None
             lw.make(out, o.empty(dtype), shapes, ranks, o, dtype)
         return "empty lists: the mapped list is empty"
     first = lw.seq(node.inputs[0])
-    base = node.outputs[0].name or "map"
-    names = lw.names
-    loop_body, it, cond, loop_builder = map_loop_body(names, base, scope.opset)
-    bo_ops = Ops(loop_builder)
-    value_map: dict[ir.Value, ir.Value | None] = {}
-    for inp, bi in zip(node.inputs, body.inputs):
-        if inp is not None and inp in lw.seqs:
-            value_map[bi] = lw.element(lw.seq(inp), it, bo_ops, f"{bi.name or 'x'}_elem", None)
-        else:
-            value_map[bi] = inp
-    mapped = inline_map_body(body, value_map, bo_ops.b, names)
-    cond_out = bo_ops.identity(cond, f"{base}_cond_out")
-    carried_init: list[ir.Value] = []
-    carried_in: list[ir.Value] = []
-    carried_out: list[ir.Value] = []
-    scan_out: list[ir.Value] = []
-    plans = []
-    for k, (out, bo) in enumerate(zip(node.outputs, body.outputs)):
-        y = mapped[bo]
-        width, ranked = lw.layout(out)
-        shape = bo.shape
-        assert bo.dtype is not None
-        r = shape.rank() if shape is not None else None
-        w = width if width is not None else r
-        name = out.name or f"{base}_{k}"
-        flat_y = _flat_tensor(y, bo_ops, f"{name}_y")
 
-        def carry(t: ir.Value, dtype: ir.DataType, what: str) -> None:
-            acc = ir.Value(name=names.fresh(f"{name}_{what}_acc"), type=ir.TensorType(dtype), shape=ir.Shape([None]))
-            carried_in.append(acc)
-            carried_out.append(bo_ops.concat([acc, t], 0, f"{name}_{what}_acc_next"))
-            carried_init.append(o.empty(dtype))
+    def element(inp: ir.Value, it: ir.Value, bo_ops: Ops, name: str) -> ir.Value:
+        return lw.element(lw.seq(inp), it, bo_ops, name, None)
 
-        if shape is not None and all(isinstance(d, int) for d in shape.dims):
-            size = int(np.prod([int(d) for d in shape.dims], dtype=np.int64))
-            flat_y.shape = ir.Shape([size])
-            scan_out.append(flat_y)
-            plans.append(("scan", k, w, ranked, r, [int(d) for d in shape.dims]))
-        elif r is not None and w is not None:
-            carry(flat_y, bo.dtype, "values")
-            dims = lw.padded_dims(y, r, w, bo_ops, f"{name}_y")
-            dims.shape = ir.Shape([w])
-            scan_out.append(_scan_row(dims, w, bo_ops, f"{name}_y"))
-            plans.append(("carried", k, w, ranked, r, None))
-        else:
-            # A rank known only at run time, which may differ per element: the shapes
-            # are carried end to end and each rank is a scan output.
-            carry(flat_y, bo.dtype, "values")
-            dims = bo_ops.shape(y, f"{name}_y_dims")
-            carry(dims, INT64, "dims")
-            rank = bo_ops.reshape(bo_ops.shape(dims, f"{name}_y_rank1"), bo_ops.ints([]), f"{name}_y_rank")
-            rank.shape = ir.Shape([])
-            scan_out.append(rank)
-            plans.append(("dims", k, None, ranked, None, None))
-    loop_body.inputs.extend(carried_in)
-    loop_body.outputs.extend(returned_by(loop_body, [cond_out, *carried_out, *scan_out], names, scope.opset))
-    count = lw.derive(first, "count")
-    loop = ir.Node("", "Loop", [count, None, *carried_init], [ir.AttrGraph("body", loop_body)], num_outputs=len(carried_out) + len(scan_out), name=names.fresh(f"{base}_loop"))
-    o.b.graph.insert_before(node, loop)
-    n_carried = len(carried_out)
-    loop_carried = list(loop.outputs[:n_carried])
-    loop_scans = list(loop.outputs[n_carried:])
-    ci = 0
-    hows = []
-    for idx, (kind, k, width, ranked, r, dims) in enumerate(plans):
-        out = node.outputs[k]
-        name = out.name or f"{base}_{k}"
-        scan = loop_scans[idx]
-        scan.name = names.fresh(f"{name}_scan")
-        count1 = lw.derive(first, "count1")
-        if kind == "scan":
-            dtype = body.outputs[k].dtype
-            scan.type = ir.TensorType(dtype)
-            values = o.reshape(scan, o.ints([-1]), f"{name}_flat")
-            row = o.ints(dims + [1] * (width - r))
-            shapes = o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), o.concat([count1, o.ints([width])], 0, f"{name}_target")], f"{name}_rows")
-            hows.append("scan output")
-        elif kind == "dims":
-            values, dims_flat = loop_carried[ci], loop_carried[ci + 1]
-            values.name = names.fresh(f"{name}_flat")
-            values.type = ir.TensorType(body.outputs[k].dtype)
-            dims_flat.name = names.fresh(f"{name}_dims_flat")
-            dims_flat.type = ir.TensorType(INT64)
-            ci += 2
-            scan.type = ir.TensorType(INT64)
-            lw.make(out, values, lw.rows_from_dims(dims_flat, scan, o, name), scan, o, body.outputs[k].dtype)
-            hows.append("carried Concat of values and shapes")
-            continue
-        else:
-            values = loop_carried[ci]
-            values.name = names.fresh(f"{name}_flat")
-            values.type = ir.TensorType(body.outputs[k].dtype)
-            ci += 1
-            scan.type = ir.TensorType(INT64)
-            shapes = _unscan_rows(scan, width, o, name)
-            hows.append("carried Concat")
-        ranks = o.op("Expand", [o.ints([r]), count1], f"{name}_rank_list") if ranked else None
-        lw.make(out, values, shapes, ranks, o, body.outputs[k].dtype)
-    node.attributes.pop("body")
-    return "Loop: " + ", ".join(hows)
+    def collect(k: int, y: ir.Value, bo: ir.Value, bo_ops: Ops) -> Collected:
+        return _collect(lw, node.outputs[k], y, bo, first, bo_ops, o)
+
+    return map_as_loop(lw, node, o, scope, element, lw.derive(first, "count"), collect)
+
+
+def _collect(lw: _Lowerer, out: ir.Value, y: ir.Value, bo: ir.Value, first: FlatSeq, bo_ops: Ops, o: Ops) -> Collected:
+    """How the map's Loop collects output ``out`` (``y`` in the step): a scan output
+    where the body's output shape is static; else the values carried by Concat with a
+    scan output of shape rows, or, when the rank is only known at run time, with the
+    shapes carried too and a scan output of ranks."""
+    width, ranked = lw.layout(out)
+    dtype = bo.dtype
+    assert dtype is not None
+    shape = bo.shape
+    r = shape.rank() if shape is not None else None
+    w = width if width is not None else r
+    name = out.name or "map"
+    flat_y = _flat_tensor(y, bo_ops, f"{name}_y")
+    c = Collected()
+
+    def carry(t: ir.Value, t_dtype: ir.DataType, what: str) -> None:
+        acc = ir.Value(name=lw.names.fresh(f"{name}_{what}_acc"), type=ir.TensorType(t_dtype), shape=ir.Shape([None]))
+        c.carried.append((o.empty(t_dtype), acc, bo_ops.concat([acc, t], 0, f"{name}_{what}_acc_next")))
+
+    def ranks_of(rank: int) -> ir.Value | None:
+        return o.op("Expand", [o.ints([rank]), lw.derive(first, "count1")], f"{name}_rank_list") if ranked else None
+
+    if shape is not None and all(isinstance(d, int) for d in shape.dims):
+        dims = [int(d) for d in shape.dims]
+        flat_y.shape = ir.Shape([int(np.prod(dims, dtype=np.int64))])
+        c.scans.append(flat_y)
+        assert r is not None and w is not None
+
+        def finish_scan(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            scan = scans[0]
+            scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(dtype)
+            row = o.ints(dims + [1] * (w - r))
+            target = o.concat([lw.derive(first, "count1"), o.ints([w])], 0, f"{name}_target")
+            shapes = o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), target], f"{name}_rows")
+            lw.make(out, o.reshape(scan, o.ints([-1]), f"{name}_flat"), shapes, ranks_of(r), o, dtype)
+
+        c.finish, c.how = finish_scan, "scan output"
+    elif r is not None and w is not None:
+        carry(flat_y, dtype, "values")
+        row = lw.padded_dims(y, r, w, bo_ops, f"{name}_y")
+        row.shape = ir.Shape([w])
+        c.scans.append(_scan_row(row, w, bo_ops, f"{name}_y"))
+
+        def finish_carried(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            values, scan = carried[0], scans[0]
+            values.name, values.type = lw.names.fresh(f"{name}_flat"), ir.TensorType(dtype)
+            scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(INT64)
+            lw.make(out, values, _unscan_rows(scan, w, o, name), ranks_of(r), o, dtype)
+
+        c.finish, c.how = finish_carried, "carried Concat"
+    else:
+        carry(flat_y, dtype, "values")
+        dims = bo_ops.shape(y, f"{name}_y_dims")
+        carry(dims, INT64, "dims")
+        rank = bo_ops.reshape(bo_ops.shape(dims, f"{name}_y_rank1"), bo_ops.ints([]), f"{name}_y_rank")
+        rank.shape = ir.Shape([])
+        c.scans.append(rank)
+
+        def finish_dims(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            values, dims_flat = carried
+            values.name, values.type = lw.names.fresh(f"{name}_flat"), ir.TensorType(dtype)
+            dims_flat.name, dims_flat.type = lw.names.fresh(f"{name}_dims_flat"), ir.TensorType(INT64)
+            ranks = scans[0]
+            ranks.name, ranks.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(INT64)
+            lw.make(out, values, lw.rows_from_dims(dims_flat, ranks, o, name), ranks, o, dtype)
+
+        c.finish, c.how = finish_dims, "carried Concat of values and shapes"
+    return c
 
 
 RULES = {

@@ -18,6 +18,7 @@ boundary stay Flat (the ABI), and so does everything the analysis cannot prove p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import onnx_ir as ir
@@ -26,19 +27,15 @@ from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
     append_once,
-    inline_map_body,
-    map_loop_body,
     note_max_unroll,
-    rebuild_node,
     replace_output,
-    returned_by,
     rewrite_record,
     sequence_abi_entry,
     subgraph_scopes,
-    take_over,
     walk_scopes,
     write_abi,
 )
+from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop
 from seqlower.passes._batched_map import batched_plan, run_batched
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
@@ -96,7 +93,9 @@ class LowerPackedSequencesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, lw.modified)
 
 
-class _Lowerer:
+class _Lowerer(Converter):
+    carrying = "the packed tensors"
+
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
         self.model = model
         self.analysis = analysis
@@ -140,6 +139,40 @@ class _Lowerer:
     def _first_seq(self, node: ir.Node) -> ir.Value:
         return self._seq_values(node)[0]
 
+    # -- the converter (passes/convert.py) ------------------------------------------------
+
+    def owns(self, v: ir.Value | None) -> bool:
+        return self.analysis.packed(v)
+
+    def into(self, v: ir.Value) -> str:
+        return self.kind(v)
+
+    def tensors(self, v: ir.Value, b: Builder) -> list[ir.Value]:
+        return self.seq(v).tensors
+
+    def bind(self, v: ir.Value, tensors: Sequence[ir.Value], scope: Scope, made_by: ir.Node | None) -> None:
+        self.from_tensors(v, list(tensors))
+
+    def appended(self, node: ir.Node, k: int) -> tuple[ir.Node, ir.Value] | None:
+        # A Stacked append-once sequence leaves the carried state and becomes a scan
+        # output (one shape every step: the group is uniform); Ragged ones differ per step.
+        body = node.attributes["body"].as_graph()
+        return append_once(body, k) if self.axis(body.inputs[2 + k]) is None else None
+
+    def append_step(self, node: ir.Node, k: int, t: ir.Value, o: Ops, name: str) -> list[ir.Value]:
+        # [1, *elem] per step: see `exact` (OpenVINO and zero-trip scans).
+        return [o.unsqueeze(t, [0], f"{name}_elem")]
+
+    def append_types(self, carried: ir.Value, t: ir.Value, base: str) -> list[Proto]:
+        elem_type = carried.type.elem_type if isinstance(carried.type, ir.SequenceType) else None
+        return [(self.names.fresh(f"{base}_scan"), elem_type, None)]
+
+    def bind_appended(self, out: ir.Value, carried: ir.Value, t: ir.Value, scans: list[ir.Value], o: Ops) -> None:
+        name = out.name or "appended"
+        scan = scans[0]
+        trips = o.slice(o.shape(scan, f"{name}_scan_dims"), o.ints([0]), o.ints([1]), [0], f"{name}_trips")
+        self.set(out, o.concat([self.seq(carried).data, self.exact(out, scan, trips, o, f"{name}_scan")], 0, f"{name}_data"))
+
     def kind(self, v: ir.Value) -> str:
         return "ragged" if v in self.analysis.ragged else "stacked"
 
@@ -174,7 +207,7 @@ class _Lowerer:
         self.seqs[v] = Packed(data, lengths, axis, home, p)
         return self.seqs[v]
 
-    def types(self, v: ir.Value, base: str) -> list[tuple[str, ir.TypeProtocol | None, ir.Shape]]:
+    def types(self, v: ir.Value, base: str) -> list[Proto]:
         """Name, type and shape of the tensors standing for ``v`` in a signature."""
         elem_type = v.type.elem_type if isinstance(v.type, ir.SequenceType) else None
         dims = list(self.elem(v).dims)
@@ -521,117 +554,12 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> 
 
 
 def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
-    for key, g in zip(("then_branch", "else_branch"), branches):
-        lw.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
-    for g in branches:
-        outs: list[ir.Value] = []
-        for k, out in enumerate(node.outputs):
-            outs += lw.seq(g.outputs[k]).tensors if lw.analysis.packed(out) else [g.outputs[k]]
-        fixed = returned_by(g, outs, lw.names, scope.opset)
-        g.outputs.clear()
-        g.outputs.extend(fixed)
-    protos = []
-    for out in node.outputs:
-        protos += lw.types(out, out.name or "seq") if lw.analysis.packed(out) else [(out.name, out.type, out.shape)]
-    new = rebuild_node(node, list(node.inputs), protos)
-    i = 0
-    for out in node.outputs:
-        if lw.analysis.packed(out):
-            i += lw.from_tensors(out, list(new.outputs[i:]))
-        else:
-            take_over(out, new.outputs[i], scope.graph)
-            i += 1
+    convert_if(lw, node, scope)
     return "If returning the packed tensors"
 
 
 def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    body = node.attributes["body"].as_graph()
-    bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
-    carried = list(node.inputs[2:])
-    n_carried = len(carried)
-    n_scans = len(body.outputs) - 1 - n_carried
-    packed_k = [lw.analysis.packed(body.inputs[2 + k]) for k in range(n_carried)]
-    # A Stacked append-once sequence leaves the carried state and becomes a scan output
-    # (one shape every step: the group is uniform); Ragged ones differ per step.
-    appends = {
-        k: a for k in range(n_carried)
-        if packed_k[k] and lw.axis(body.inputs[2 + k]) is None and (a := append_once(body, k)) is not None
-    }
-    bo_ops = Ops(Builder(body, None, scope.opset, lw.names, main_graph=False))
-    keep = [k for k in range(n_carried) if k not in appends]
-    new_body_inputs = list(body.inputs[:2])
-    for k in keep:
-        bi = body.inputs[2 + k]
-        if not packed_k[k]:
-            new_body_inputs.append(bi)
-            continue
-        ins = [ir.Value(name=n, type=t, shape=s) for n, t, s in lw.types(bi, bi.name or "carried")]
-        new_body_inputs += ins
-        lw.from_tensors(bi, ins)
-    body.inputs.clear()
-    body.inputs.extend(new_body_inputs)
-    for k, (ins_node, t) in appends.items():
-        # [1, *elem] per step: see LowerPacked's `exact` (OpenVINO and zero-trip scans).
-        body.outputs[1 + k] = bo_ops.unsqueeze(t, [0], f"{body.outputs[1 + k].name or 'appended'}_elem")
-        lw.records.append(rewrite_record(ins_node, bscope, "stacked", "append as a Loop scan output"))
-        body.remove(ins_node, safe=False)
-    lw.graph(bscope)
-    new_outputs = [body.outputs[0]]
-    for k in keep:
-        bo = body.outputs[1 + k]
-        new_outputs += lw.seq(bo).tensors if packed_k[k] else [bo]
-    new_outputs += list(body.outputs[1 + n_carried :])
-    new_outputs += [body.outputs[1 + k] for k in appends]
-    fixed = returned_by(body, new_outputs, lw.names, scope.opset)
-    body.outputs.clear()
-    body.outputs.extend(fixed)
-    inputs: list[ir.Value | None] = list(node.inputs[:2])
-    protos = []
-    for k in keep:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        base = (out.name if out is not None else None) or "carried"
-        if packed_k[k]:
-            inputs += lw.seq(carried[k]).tensors
-            protos += lw.types(carried[k], base)
-        else:
-            inputs.append(carried[k])
-            protos.append((out.name, out.type, out.shape) if out is not None else (lw.names.fresh("unused"), None, None))
-    for out in node.outputs[n_carried : n_carried + n_scans]:
-        protos.append((out.name, out.type, out.shape))
-    for k in appends:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        elem_type = carried[k].type.elem_type if isinstance(carried[k].type, ir.SequenceType) else None
-        protos.append((lw.names.fresh(f"{(out.name if out is not None else None) or 'appended'}_scan"), elem_type, None))
-    new = rebuild_node(node, inputs, protos)
-    i = 0
-    for k in keep:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        if packed_k[k]:
-            taken = len(lw.seq(carried[k]).tensors)
-            if out is not None:
-                lw.from_tensors(out, list(new.outputs[i : i + taken]))
-            i += taken
-        else:
-            if out is not None:
-                take_over(out, new.outputs[i], scope.graph)
-            i += 1
-    for out in node.outputs[n_carried : n_carried + n_scans]:
-        take_over(out, new.outputs[i], scope.graph)
-        i += 1
-    after = Ops(Builder(scope.graph, node, scope.opset, lw.names, main_graph=scope.main))
-    for k in appends:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        scan = new.outputs[i]
-        i += 1
-        if out is None:
-            continue
-        name = out.name or "appended"
-        trips = after.slice(after.shape(scan, f"{name}_scan_dims"), after.ints([0]), after.ints([1]), [0], f"{name}_trips")
-        lw.set(out, after.concat([lw.seq(carried[k]).data, lw.exact(out, scan, trips, after, f"{name}_scan")], 0, f"{name}_data"))
-    if appends:
-        return "Loop carrying the packed tensors; appends as scan outputs" if keep else "Loop: appends as scan outputs"
-    return "Loop carrying the packed tensors"
+    return convert_loop(lw, node, scope)
 
 
 def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, o: Ops) -> bool:
@@ -661,70 +589,67 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         node.attributes.pop("body")
         return "the body once on the stacks (batched)"
     base = node.outputs[0].name or "map"
-    names = lw.names
-    loop_body, it, cond, loop_builder = map_loop_body(names, base, scope.opset)
-    bo_ops = Ops(loop_builder)
-    value_map: dict[ir.Value, ir.Value | None] = {}
-    it1 = bo_ops.reshape(it, bo_ops.ints([1]), f"{base}_i1")
-    for inp, bi in zip(node.inputs, body.inputs):
-        if inp is None or inp not in lw.seqs:
-            value_map[bi] = inp
-            continue
+    count = lw.count(lw.seq(node.inputs[0]), o, base)
+    steps: dict[Ops, ir.Value] = {}
+    count1: list[ir.Value] = []
+
+    def step1(bo_ops: Ops) -> ir.Value:
+        if bo_ops not in steps:
+            it = bo_ops.b.graph.inputs[0]
+            steps[bo_ops] = bo_ops.reshape(it, bo_ops.ints([1]), f"{base}_i1")
+        return steps[bo_ops]
+
+    def element(inp: ir.Value, it: ir.Value, bo_ops: Ops, name: str) -> ir.Value:
         ps = lw.seq(inp)
         if ps.axis is None and ps.data.dtype == ir.DataType.STRING:
             # (a Slice, not Gather: see _sequence_at)
-            row = bo_ops.slice(ps.data, it1, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next"), [0], f"{bi.name or 'x'}_row")
-            value_map[bi] = loop_builder.squeeze(row, [0], f"{bi.name or 'x'}_elem")
-        elif ps.axis is None:
-            value_map[bi] = bo_ops.op("Gather", [ps.data, it], f"{bi.name or 'x'}_elem", axis=0)
-        else:
-            bounds = lw.bounds(ps, o, f"{inp.name or 'seq'}_map")
-            start = bo_ops.op("Gather", [bounds, it1], f"{bi.name or 'x'}_start")
-            end = bo_ops.op("Gather", [bounds, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next")], f"{bi.name or 'x'}_end")
-            value_map[bi] = bo_ops.slice(ps.data, start, end, [ps.axis], f"{bi.name or 'x'}_elem")
-    mapped = inline_map_body(body, value_map, bo_ops.b, names)
-    cond_out = bo_ops.identity(cond, f"{base}_cond_out")
-    carried_in: list[ir.Value] = []
-    carried_out: list[ir.Value] = []
-    carried_init: list[ir.Value] = []
-    scans: list[ir.Value] = []
-    for out, bo in zip(node.outputs, body.outputs):
-        y = mapped[bo]
+            it1 = step1(bo_ops)
+            row = bo_ops.slice(ps.data, it1, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next"), [0], f"{name}_row")
+            return bo_ops.b.squeeze(row, [0], name)
+        if ps.axis is None:
+            return bo_ops.op("Gather", [ps.data, it], name, axis=0)
+        it1 = step1(bo_ops)
+        bounds = lw.bounds(ps, o, f"{inp.name or 'seq'}_map")
+        start = bo_ops.op("Gather", [bounds, it1], f"{name}_start")
+        end = bo_ops.op("Gather", [bounds, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next")], f"{name}_end")
+        return bo_ops.slice(ps.data, start, end, [ps.axis], name)
+
+    def collect(k: int, y: ir.Value, bo: ir.Value, bo_ops: Ops) -> Collected:
+        out = node.outputs[k]
+        name = out.name or base
+        dtype = bo.dtype
         axis = lw.axis(out)
+        c = Collected()
         if axis is None:
-            scans.append(bo_ops.unsqueeze(y, [0], f"{out.name or base}_y_step"))
-            continue
+            c.scans.append(bo_ops.unsqueeze(y, [0], f"{name}_y_step"))
+
+            def finish_stacked(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+                scan = scans[0]
+                scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(dtype) if dtype is not None else None
+                if not count1:
+                    count1.append(o.reshape(count, o.ints([1]), f"{base}_count1"))
+                lw.set(out, lw.exact(out, scan, count1[0], o, f"{name}_{k}"))
+
+            c.finish, c.how = finish_stacked, "scan output"
+            return c
         # Ragged output: data grows by a Concat along the axis, lengths are a scan output.
-        assert bo.dtype is not None
-        acc = ir.Value(name=names.fresh(f"{out.name or base}_acc"), type=ir.TensorType(bo.dtype), shape=lw.elem(out))
-        carried_in.append(acc)
-        carried_out.append(bo_ops.concat([acc, y], axis, f"{out.name or base}_acc_next"))
-        carried_init.append(o.op("Expand", [o.b.zeros(bo.dtype, (), "zero"), lw.elem_dims(out, o, f"{out.name or base}_init", along=o.ints([0]))],
-                                 f"{out.name or base}_acc_init", dtype=bo.dtype))
-        size = _len_along(y, axis, bo_ops, f"{out.name or base}_y")
-        scans.append(bo_ops.reshape(size, bo_ops.ints([]), f"{out.name or base}_y_size"))
-    loop_body.inputs.extend(carried_in)
-    loop_body.outputs.extend(returned_by(loop_body, [cond_out, *carried_out, *scans], names, scope.opset))
-    count = lw.count(lw.seq(node.inputs[0]), o, base)
-    loop = ir.Node("", "Loop", [count, None, *carried_init], [ir.AttrGraph("body", loop_body)],
-                   num_outputs=len(carried_out) + len(scans), name=names.fresh(f"{base}_loop"))
-    o.b.graph.insert_before(node, loop)
-    count1 = o.reshape(count, o.ints([1]), f"{base}_count1")
-    data_outs = list(loop.outputs[: len(carried_out)])
-    scan_outs = list(loop.outputs[len(carried_out) :])
-    for k, (out, scan) in enumerate(zip(node.outputs, scan_outs)):
-        dtype = body.outputs[k].dtype
-        scan.name = names.fresh(f"{out.name or base}_scan")
-        if lw.axis(out) is None:
-            scan.type = ir.TensorType(dtype) if dtype is not None else None
-            lw.set(out, lw.exact(out, scan, count1, o, f"{out.name or base}_{k}"))
-        else:
-            scan.type = ir.TensorType(INT64)
-            data = data_outs.pop(0)
-            data.name = names.fresh(f"{out.name or base}_data")
-            data.type = ir.TensorType(dtype) if dtype is not None else None
-            lw.set(out, data, o.reshape(scan, o.ints([-1]), f"{out.name or base}_lengths"))
-    node.attributes.pop("body")
+        assert dtype is not None
+        acc = ir.Value(name=lw.names.fresh(f"{name}_acc"), type=ir.TensorType(dtype), shape=lw.elem(out))
+        init = o.op("Expand", [o.b.zeros(dtype, (), "zero"), lw.elem_dims(out, o, f"{name}_init", along=o.ints([0]))], f"{name}_acc_init", dtype=dtype)
+        c.carried.append((init, acc, bo_ops.concat([acc, y], axis, f"{name}_acc_next")))
+        size = _len_along(y, axis, bo_ops, f"{name}_y")
+        c.scans.append(bo_ops.reshape(size, bo_ops.ints([]), f"{name}_y_size"))
+
+        def finish_ragged(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            data, scan = carried[0], scans[0]
+            data.name, data.type = lw.names.fresh(f"{name}_data"), ir.TensorType(dtype)
+            scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(INT64)
+            lw.set(out, data, o.reshape(scan, o.ints([-1]), f"{name}_lengths"))
+
+        c.finish, c.how = finish_ragged, "carried Concat"
+        return c
+
+    map_as_loop(lw, node, o, scope, element, count, collect)
     return "Loop with scan outputs"
 
 

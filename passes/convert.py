@@ -1,0 +1,295 @@
+"""The conversion of signatures, written once for every representation.
+
+A representation (Unrolled, Stacked/Ragged, Flat, optional) is a :class:`Converter`: what
+tensors one value becomes, how it lowers a graph, and a few primitives. Against that
+interface, and only here (MLIR's one-to-N type conversion is the model):
+
+- an If's outputs become the tensors its branches' outputs became (:func:`convert_if`);
+- a Loop's carried values become their tensors going in, in the body and coming out, and
+  a value appended once per step leaves the carried state as scan outputs where the
+  representation offers it (:func:`convert_loop`);
+- a SequenceMap becomes a Loop over the elements whose outputs each representation
+  collects its own way (:func:`map_as_loop`).
+
+The declared type of every tensor these signatures create comes from the converter's
+``types``, never from the branch or the body that happens to produce it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+from seqlower.analysis import node_label
+from seqlower.builder import Builder, NameAuthority
+from seqlower.passes._rewrite import (
+    Scope,
+    inline_map_body,
+    map_loop_body,
+    rebuild_node,
+    returned_by,
+    rewrite_record,
+    take_over,
+)
+from seqlower.passes._tensor_ops import Ops
+
+__all__ = ["Converter", "Proto", "Collected", "convert_if", "convert_loop", "map_as_loop", "proto_of"]
+
+# Name, type and shape of one tensor in a signature.
+Proto = tuple[str | None, ir.TypeProtocol | None, ir.Shape | None]
+
+
+def proto_of(v: ir.Value | None, names: NameAuthority) -> Proto:
+    """A tensor output that stays what it is (a fresh name for an unused slot)."""
+    return (names.fresh("unused"), None, None) if v is None else (v.name, v.type, v.shape)
+
+
+@dataclass
+class Collected:
+    """How a map's Loop collects one output: carried accumulators (initial value outside,
+    body input, body output), scan outputs, and what makes the output of the Loop's
+    results (``finish(carried_results, scan_results)``)."""
+
+    carried: list[tuple[ir.Value, ir.Value, ir.Value]] = field(default_factory=list)
+    scans: list[ir.Value] = field(default_factory=list)
+    finish: Callable[[list[ir.Value], list[ir.Value]], None] = lambda carried, scans: None
+    how: str = ""
+
+
+class Converter:
+    """One representation: subclasses say which values are theirs and what they become."""
+
+    names: NameAuthority
+    records: list[dict[str, str]]
+    # How a Loop that carries this representation is described in the report.
+    carrying: str = "the tensors"
+
+    def owns(self, v: ir.Value | None) -> bool:
+        """Whether ``v`` becomes this representation's tensors."""
+        raise NotImplementedError
+
+    def into(self, v: ir.Value) -> str:
+        """The report's name for what ``v`` becomes."""
+        raise NotImplementedError
+
+    def types(self, v: ir.Value, base: str) -> list[Proto]:
+        """The tensors standing for ``v`` in a signature, named from ``base``."""
+        raise NotImplementedError
+
+    def tensors(self, v: ir.Value, b: Builder) -> list[ir.Value]:
+        """The tensors ``v`` (already lowered, or a plain value this representation can
+        stand for) has become; ``b`` builds in the graph that returns them."""
+        raise NotImplementedError
+
+    def bind(self, v: ir.Value, tensors: Sequence[ir.Value], scope: Scope, made_by: ir.Node | None) -> None:
+        """From now on ``v`` is ``tensors`` (outputs of ``made_by``, or graph inputs)."""
+        raise NotImplementedError
+
+    def graph(self, scope: Scope) -> None:
+        """Lower every node of the graph (and of the subgraphs it reaches) that touches
+        this representation."""
+        raise NotImplementedError
+
+    # -- a Loop's carried values -----------------------------------------------------------
+
+    def carries(self, node: ir.Node, k: int) -> bool:
+        body = node.attributes["body"].as_graph()
+        return self.owns(body.inputs[2 + k])
+
+    def appended(self, node: ir.Node, k: int) -> tuple[ir.Node, ir.Value] | None:
+        """The insert and the tensor, when carried value ``k`` is only ever appended to
+        once per step and this representation makes that a scan output."""
+        return None
+
+    def append_step(self, node: ir.Node, k: int, t: ir.Value, o: Ops, name: str) -> list[ir.Value]:
+        """In the body, before it is lowered: what each step scans out for the appended
+        ``t`` (the first takes the carried value's output slot)."""
+        raise NotImplementedError
+
+    def append_types(self, carried: ir.Value, t: ir.Value, base: str) -> list[Proto]:
+        raise NotImplementedError
+
+    def bind_appended(self, out: ir.Value, carried: ir.Value, t: ir.Value, scans: list[ir.Value], o: Ops) -> None:
+        """After the Loop: ``out`` is the initial value followed by the scanned steps."""
+        raise NotImplementedError
+
+
+def convert_if(cv: Converter, node: ir.Node, scope: Scope) -> bool:
+    """Lower both branches, then make every output ``cv`` owns the tensors it becomes.
+    Returns False when nothing is left of the If: every output was a list that is empty
+    in both branches (an If must have an output, and ONNX nodes have no side effects)."""
+    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
+    for key, g in zip(("then_branch", "else_branch"), branches):
+        cv.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
+    returned: list[list[ir.Value]] = [[], []]
+    protos: list[Proto] = []
+    spans: list[tuple[ir.Value, int, int | None]] = []
+    for k, out in enumerate(node.outputs):
+        start = len(protos)
+        if not cv.owns(out):
+            protos.append(proto_of(out, cv.names))
+            for side, g in enumerate(branches):
+                returned[side].append(g.outputs[k])
+            spans.append((out, start, None))
+            continue
+        types = cv.types(out, out.name or "seq")
+        for side, g in enumerate(branches):
+            ts = cv.tensors(g.outputs[k], Builder(g, None, scope.opset, cv.names, main_graph=False))
+            assert len(ts) == len(types), f"{node_label(node)}: branch {side} of '{out.name}' gives {len(ts)} tensors, not {len(types)}"
+            returned[side] += ts
+        protos += types
+        spans.append((out, start, len(types)))
+    if not protos:
+        for out, _, _ in spans:
+            cv.bind(out, [], scope, None)
+        for g in branches:
+            g.outputs.clear()
+        return False
+    for side, g in enumerate(branches):
+        fixed = returned_by(g, returned[side], cv.names, scope.opset)
+        g.outputs.clear()
+        g.outputs.extend(fixed)
+    new = rebuild_node(node, list(node.inputs), protos)
+    for out, start, count in spans:
+        if count is None:
+            take_over(out, new.outputs[start], scope.graph)
+        else:
+            cv.bind(out, new.outputs[start : start + count], scope, new)
+    return True
+
+
+def convert_loop(cv: Converter, node: ir.Node, scope: Scope) -> str:
+    """Make the carried values ``cv`` owns their tensors, in the body's signature, the
+    node's inputs and its outputs; values appended once per step become scan outputs
+    where ``cv`` offers it (O(n) in total, where carrying them is O(n^2))."""
+    body = node.attributes["body"].as_graph()
+    bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
+    carried = list(node.inputs[2:])
+    n_carried = len(carried)
+    n_scans = len(body.outputs) - 1 - n_carried
+    mine = [cv.carries(node, k) for k in range(n_carried)]
+    appends = {k: a for k in range(n_carried) if mine[k] and (a := cv.appended(node, k)) is not None}
+    bo_ops = Ops(Builder(body, None, scope.opset, cv.names, main_graph=False))
+    steps = {k: cv.append_step(node, k, t, bo_ops, body.outputs[1 + k].name or "appended") for k, (_, t) in appends.items()}
+    into = {k: cv.into(body.inputs[2 + k]) for k in appends}
+    keep = [k for k in range(n_carried) if k not in appends]
+    # The body's inputs first: its own rules read them.
+    new_body_inputs = list(body.inputs[:2])
+    for k in keep:
+        bi = body.inputs[2 + k]
+        if not mine[k]:
+            new_body_inputs.append(bi)
+            continue
+        ins = [ir.Value(name=n, type=t, shape=s) for n, t, s in cv.types(bi, bi.name or "carried")]
+        new_body_inputs += ins
+        cv.bind(bi, ins, bscope, None)
+    body.inputs.clear()
+    body.inputs.extend(new_body_inputs)
+    for k, (ins_node, _) in appends.items():
+        # The step's first scan output takes the sequence's output slot, so what lowering
+        # the body replaces it by lands there too.
+        body.outputs[1 + k] = steps[k][0]
+        cv.records.append(rewrite_record(ins_node, bscope, into[k], "append as a Loop scan output"))
+        body.remove(ins_node, safe=False)
+    cv.graph(bscope)
+    body_b = Builder(body, None, scope.opset, cv.names, main_graph=False)
+    new_outputs = [body.outputs[0]]
+    for k in keep:
+        bo = body.outputs[1 + k]
+        new_outputs += cv.tensors(bo, body_b) if mine[k] else [bo]
+    new_outputs += list(body.outputs[1 + n_carried :])
+    for k in appends:
+        new_outputs += [body.outputs[1 + k], *steps[k][1:]]
+    fixed = returned_by(body, new_outputs, cv.names, scope.opset)
+    body.outputs.clear()
+    body.outputs.extend(fixed)
+
+    outer_b = scope.builder(node, cv.names)
+    inputs: list[ir.Value | None] = list(node.inputs[:2])
+    protos: list[Proto] = []
+    spans: list[tuple[ir.Value | None, int, int | None]] = []
+    for k in keep:
+        out = node.outputs[k] if k < len(node.outputs) else None
+        start = len(protos)
+        init = carried[k]
+        if mine[k]:
+            assert init is not None
+            inputs += cv.tensors(init, outer_b)
+            protos += cv.types(init, (out.name if out is not None else None) or "carried")
+            spans.append((out, start, len(protos) - start))
+        else:
+            inputs.append(init)
+            protos.append(proto_of(out, cv.names))
+            spans.append((out, start, None))
+    for out in node.outputs[n_carried : n_carried + n_scans]:
+        spans.append((out, len(protos), None))
+        protos.append(proto_of(out, cv.names))
+    scan_spans: list[tuple[int, int, int]] = []
+    for k, (_, t) in appends.items():
+        out = node.outputs[k] if k < len(node.outputs) else None
+        init = carried[k]
+        assert init is not None
+        types = cv.append_types(init, t, (out.name if out is not None else None) or "appended")
+        scan_spans.append((k, len(protos), len(types)))
+        protos += types
+    new = rebuild_node(node, inputs, protos)
+    for out, start, count in spans:
+        if out is None:
+            continue
+        if count is None:
+            take_over(out, new.outputs[start], scope.graph)
+        else:
+            cv.bind(out, new.outputs[start : start + count], scope, new)
+    after = Ops(Builder(scope.graph, node, scope.opset, cv.names, main_graph=scope.main))
+    for k, start, count in scan_spans:
+        out = node.outputs[k] if k < len(node.outputs) else None
+        init = carried[k]
+        if out is not None and init is not None:
+            cv.bind_appended(out, init, appends[k][1], list(new.outputs[start : start + count]), after)
+    if appends:
+        return f"Loop carrying {cv.carrying}; appends as scan outputs" if keep else "Loop: appends as scan outputs"
+    return f"Loop carrying {cv.carrying}"
+
+
+def map_as_loop(
+    cv: Converter,
+    node: ir.Node,
+    o: Ops,
+    scope: Scope,
+    element: Callable[[ir.Value, ir.Value, Ops, str], ir.Value],
+    count: ir.Value,
+    collect: Callable[[int, ir.Value, ir.Value, Ops], Collected],
+) -> str:
+    """A SequenceMap as a Loop over ``count`` elements: each sequence input read at the
+    step by ``element(sequence, i, body_ops, name)``, the body inlined, and output ``k``
+    (``y`` in the step, the map's body output ``bo``) collected by
+    ``collect(k, y, bo, body_ops)``."""
+    body = node.attributes["body"].as_graph()
+    base = node.outputs[0].name or "map"
+    loop_body, it, cond, loop_builder = map_loop_body(cv.names, base, scope.opset)
+    bo_ops = Ops(loop_builder)
+    value_map: dict[ir.Value, ir.Value | None] = {}
+    for inp, bi in zip(node.inputs, body.inputs):
+        value_map[bi] = element(inp, it, bo_ops, f"{bi.name or 'x'}_elem") if cv.owns(inp) and inp is not None else inp
+    mapped = inline_map_body(body, value_map, bo_ops.b, cv.names)
+    cond_out = bo_ops.identity(cond, f"{base}_cond_out")
+    plans = [collect(k, mapped[bo], bo, bo_ops) for k, bo in enumerate(body.outputs)]
+    carried = [c for p in plans for c in p.carried]
+    scans = [s for p in plans for s in p.scans]
+    loop_body.inputs.extend(acc for _, acc, _ in carried)
+    loop_body.outputs.extend(returned_by(loop_body, [cond_out, *(nxt for _, _, nxt in carried), *scans], cv.names, scope.opset))
+    loop = ir.Node("", "Loop", [count, None, *(init for init, _, _ in carried)], [ir.AttrGraph("body", loop_body)],
+                   num_outputs=len(carried) + len(scans), name=cv.names.fresh(f"{base}_loop"))
+    o.b.graph.insert_before(node, loop)
+    carried_results = list(loop.outputs[: len(carried)])
+    scan_results = list(loop.outputs[len(carried) :])
+    hows = []
+    for p in plans:
+        c, s = len(p.carried), len(p.scans)
+        p.finish(carried_results[:c], scan_results[:s])
+        carried_results, scan_results = carried_results[c:], scan_results[s:]
+        hows.append(p.how)
+    node.attributes.pop("body")
+    return "Loop: " + ", ".join(hows)
