@@ -19,6 +19,8 @@ optional is an error in the original, and the lowered model returns the placehol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import onnx_ir as ir
 
@@ -26,15 +28,13 @@ from seqlower.passes._rewrite import (
     OPTIONAL_SEQUENCES_KEY,
     REPORT_KEY,
     Scope,
-    rebuild_node,
     replace_output,
-    returned_by,
     rewrite_record,
     subgraph_scopes,
-    take_over,
     walk_scopes,
     write_abi,
 )
+from seqlower.passes.convert import Converter, Proto, convert_if, convert_loop
 from seqlower import ops
 from seqlower.analysis import is_default_domain, node_label, shape_json
 from seqlower.builder import Builder, NameAuthority
@@ -81,7 +81,9 @@ def _has_optionals(model: ir.Model) -> bool:
     return False
 
 
-class _Lowerer:
+class _Lowerer(Converter):
+    carrying = "present + payload"
+
     def __init__(self, model: ir.Model) -> None:
         self.model = model
         self.names = NameAuthority(model)
@@ -93,6 +95,39 @@ class _Lowerer:
     def pair(self, v: ir.Value) -> tuple[ir.Value, ir.Value]:
         assert v in self.pairs, f"optional {v.name} was not lowered before its use"
         return self.pairs[v]
+
+    # -- the converter (passes/convert.py) ------------------------------------------------
+
+    def owns(self, v: ir.Value | None) -> bool:
+        return _is_optional(v)
+
+    def into(self, v: ir.Value) -> str:
+        return "present + payload"
+
+    def carries(self, node: ir.Node, k: int) -> bool:
+        # An optional carried value may start as a plain one, or (opset 16's
+        # test_loop16_seq_none) come out as one: either way it becomes a pair.
+        init, bi = node.inputs[2 + k], node.attributes["body"].as_graph().inputs[2 + k]
+        return _is_optional(bi) or _is_optional(init)
+
+    def types(self, v: ir.Value, base: str) -> list[Proto]:
+        inner = v.type.elem_type if isinstance(v.type, ir.OptionalType) else v.type
+        return [(self.names.fresh(f"{base}_present"), ir.TensorType(BOOL), ir.Shape([])),
+                (self.names.fresh(f"{base}_payload"), inner, v.shape)]
+
+    def tensors(self, v: ir.Value, b: Builder) -> list[ir.Value]:
+        return list(_pair_of(self, v, b))
+
+    def bind(self, v: ir.Value, tensors: Sequence[ir.Value], scope: Scope, made_by: ir.Node | None) -> None:
+        present, payload = tensors
+        if _is_optional(v):
+            self.pairs[v] = (present, payload)
+        elif made_by is None:  # a plain body input carried as a pair: read the payload
+            ir.convenience.replace_all_uses_with(v, payload)
+        else:  # a plain output of what carries a pair
+            producer = v.producer()
+            assert producer is not None
+            replace_output(v, payload, scope, self.names, producer, owned=False)
 
     def graph(self, scope: Scope) -> None:
         lowered: list[ir.Node] = []
@@ -238,96 +273,13 @@ def _pair_of(lw: _Lowerer, v: ir.Value, b: Builder) -> tuple[ir.Value, ir.Value]
     return lw.pair(v) if _is_optional(v) else (lw.flag(True, b), v)
 
 
-def _split_outputs(lw: _Lowerer, node: ir.Node, outs: list[ir.Value], inputs: list[ir.Value | None], scope: Scope) -> ir.Node:
-    """Rebuild an If/Loop whose outputs ``outs`` include optionals: each optional output
-    becomes (present, payload)."""
-    protos: list[tuple[str | None, ir.TypeProtocol | None, ir.Shape | None]] = []
-    for v in outs:
-        if _is_optional(v):
-            protos.append((lw.names.fresh(f"{v.name or 'opt'}_present"), ir.TensorType(BOOL), ir.Shape([])))
-            protos.append((lw.names.fresh(f"{v.name or 'opt'}_payload"), v.type.elem_type, v.shape))
-        else:
-            protos.append((v.name, v.type, v.shape))
-    new = rebuild_node(node, inputs, protos)
-    i = 0
-    for v in outs:
-        if _is_optional(v):
-            lw.pairs[v] = (new.outputs[i], new.outputs[i + 1])
-            i += 2
-        else:
-            take_over(v, new.outputs[i], scope.graph)
-            i += 1
-    return new
-
-
 def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
-    for key, g in zip(("then_branch", "else_branch"), branches):
-        lw.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
-    for g in branches:
-        bb = Builder(g, None, scope.opset, lw.names, main_graph=False)
-        flat: list[ir.Value] = []
-        for k, v in enumerate(g.outputs):
-            if _is_optional(node.outputs[k]):
-                flat += list(_pair_of(lw, v, bb))
-            else:
-                flat.append(v)
-        fixed = returned_by(g, flat, lw.names, scope.opset)
-        g.outputs.clear()
-        g.outputs.extend(fixed)
-    _split_outputs(lw, node, list(node.outputs), list(node.inputs), scope)
+    convert_if(lw, node, scope)
     return "If returning present + payload"
 
 
 def _loop(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    body = node.attributes["body"].as_graph()
-    n_carried = len(node.inputs) - 2
-    inputs: list[ir.Value | None] = list(node.inputs[:2])
-    new_body_inputs = list(body.inputs[:2])
-    opt_k = []
-    for k in range(n_carried):
-        init, bi = node.inputs[2 + k], body.inputs[2 + k]
-        is_opt = _is_optional(bi) or (init is not None and _is_optional(init))
-        opt_k.append(is_opt)
-        if not is_opt:
-            inputs.append(init)
-            new_body_inputs.append(bi)
-            continue
-        assert init is not None
-        inputs += list(_pair_of(lw, init, b))
-        inner = bi.type.elem_type if _is_optional(bi) else bi.type
-        present = ir.Value(name=lw.names.fresh(f"{bi.name or 'opt'}_present"), type=ir.TensorType(BOOL), shape=ir.Shape([]))
-        payload = ir.Value(name=lw.names.fresh(f"{bi.name or 'opt'}_payload"), type=inner, shape=bi.shape)
-        new_body_inputs += [present, payload]
-        if _is_optional(bi):
-            lw.pairs[bi] = (present, payload)
-        else:
-            ir.convenience.replace_all_uses_with(bi, payload)
-    body.inputs.clear()
-    body.inputs.extend(new_body_inputs)
-    lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
-    bb = Builder(body, None, scope.opset, lw.names, main_graph=False)
-    flat = [body.outputs[0]]
-    for k in range(n_carried):
-        v = body.outputs[1 + k]
-        flat += list(_pair_of(lw, v, bb)) if opt_k[k] else [v]
-    flat += list(body.outputs[1 + n_carried :])
-    fixed = returned_by(body, flat, lw.names, scope.opset)
-    body.outputs.clear()
-    body.outputs.extend(fixed)
-    # Outputs: a carried optional's output is optional-typed or (opset 16's
-    # test_loop16_seq_none) the payload's type; either way it becomes a pair.
-    outs = list(node.outputs)
-    plain = [k for k in range(min(n_carried, len(outs))) if opt_k[k] and not _is_optional(outs[k])]
-    for k in plain:
-        outs[k].type = ir.OptionalType(outs[k].type)
-    _split_outputs(lw, node, outs, inputs, scope)
-    for k in plain:
-        v = outs[k]
-        payload = lw.pairs[v][1]
-        v.type = payload.type
-        replace_output(v, payload, scope, lw.names, node, owned=False)
-    return "Loop carrying present + payload"
+    return convert_loop(lw, node, scope)
 
 
 RULES = {

@@ -29,6 +29,7 @@ After::
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,14 +39,12 @@ from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
     inline_graph,
-    rebuild_node,
     replace_output,
-    returned_by,
     rewrite_record,
     subgraph_scopes,
-    take_over,
     walk_scopes,
 )
+from seqlower.passes.convert import Converter, Proto, convert_if
 from seqlower.analysis import (
     Analysis,
     analyze,
@@ -56,7 +55,7 @@ from seqlower.analysis import (
     split_sizes,
     split_squeezes,
 )
-from seqlower.builder import Builder, NameAuthority, concat_shape, merge_shapes
+from seqlower.builder import Builder, NameAuthority, concat_shape
 from seqlower.errors import ModelError
 
 __all__ = ["LowerUnrolledSequencesPass"]
@@ -107,7 +106,7 @@ class LowerUnrolledSequencesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, lowerer.modified)
 
 
-class _Lowerer:
+class _Lowerer(Converter):
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
         self.model = model
         self.analysis = analysis
@@ -124,9 +123,11 @@ class _Lowerer:
     def graph(self, scope: Scope) -> None:
         lowered: list[ir.Node] = []
         for node in list(scope.graph):
-            for sub in subgraph_scopes(node, scope):
-                self.graph(sub)
-            if not is_default_domain(node) or not self._touches_unrolled(node):
+            touches = is_default_domain(node) and self._touches_unrolled(node)
+            if not (touches and node.op_type == "If"):  # an If's rule lowers its branches
+                for sub in subgraph_scopes(node, scope):
+                    self.graph(sub)
+            if not touches:
                 continue
             rule = RULES.get(node.op_type)
             if rule is None:  # the analysis only unrolls webs whose every user has a rule
@@ -142,6 +143,29 @@ class _Lowerer:
 
     def _touches_unrolled(self, node: ir.Node) -> bool:
         return any(self.analysis.unrolled(v) for v in (*node.inputs, *node.outputs))
+
+    # -- the converter (passes/convert.py) ------------------------------------------------
+
+    def owns(self, v: ir.Value | None) -> bool:
+        return self.analysis.unrolled(v)
+
+    def into(self, v: ir.Value) -> str:
+        return "unrolled"
+
+    def types(self, v: ir.Value, base: str) -> list[Proto]:
+        """One tensor per element, typed from the lattice (an If's output: the join of
+        its branches)."""
+        info = self.analysis.info[v]
+        assert info.length is not None
+        dtype = ir.TensorType(info.dtype) if info.dtype is not None else None
+        shapes = info.shapes if info.shapes is not None else (None,) * info.length
+        return [(self.names.fresh(f"{base}_{j}"), dtype, shapes[j]) for j in range(info.length)]
+
+    def tensors(self, v: ir.Value, b: Builder) -> list[ir.Value]:
+        return [self.materialize(e, b, f"{v.name or 'seq'}_{j}") for j, e in enumerate(self.seq(v))]
+
+    def bind(self, v: ir.Value, tensors: Sequence[ir.Value], scope: Scope, made_by: ir.Node | None) -> None:
+        self.elems[v] = [Elem(t, None, t.shape, t.dtype) for t in tensors]
 
     # -- elements -----------------------------------------------------------------------
 
@@ -347,54 +371,8 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
 
 
 def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
-    new_outputs: list[ir.Value] = []
-    # For each old output: the slice of new outputs standing for it.
-    spans: list[tuple[ir.Value, int, int, bool]] = []
-    branch_outputs: list[list[ir.Value]] = [[], []]
-    for k, out in enumerate(node.outputs):
-        if lw.analysis.unrolled(out):
-            per_branch = []
-            for g in branches:
-                items = lw.seq(g.outputs[k])
-                bb = Builder(g, None, b.opset, lw.names, main_graph=False)
-                per_branch.append([lw.materialize(e, bb, f"{out.name}_{j}") for j, e in enumerate(items)])
-            count = len(per_branch[0])
-            assert count == len(per_branch[1]), "the analysis unrolled an If whose branches differ in length"
-            start = len(new_outputs)
-            for j in range(count):
-                v = ir.Value(name=lw.names.fresh(f"{out.name or 'seq'}_{j}"))
-                a, c = per_branch[0][j], per_branch[1][j]
-                v.type = ir.TensorType(a.dtype) if a.dtype is not None else None
-                v.shape = merge_shapes([a.shape, c.shape])
-                new_outputs.append(v)
-                branch_outputs[0].append(a)
-                branch_outputs[1].append(c)
-            spans.append((out, start, count, True))
-        else:
-            start = len(new_outputs)
-            new_outputs.append(out)
-            for side, g in enumerate(branches):
-                branch_outputs[side].append(g.outputs[k])
-            spans.append((out, start, 1, False))
-    if not new_outputs:
-        # Every output was a list that is empty in both branches: nothing is left to
-        # compute (an If must have an output), and ONNX nodes have no side effects.
-        for out, *_ in spans:
-            lw.elems[out] = []
-        for g in branches:
-            g.outputs.clear()
+    if not convert_if(lw, node, scope):
         return "nothing left: both branches give empty lists"
-    for side, g in enumerate(branches):
-        fixed = returned_by(g, branch_outputs[side], lw.names, b.opset)
-        g.outputs.clear()
-        g.outputs.extend(fixed)
-    new_node = rebuild_node(node, list(node.inputs), [(v.name, v.type, v.shape) for v in new_outputs])
-    for (out, start, count, is_seq) in spans:
-        if is_seq:
-            lw.elems[out] = [Elem(nv, None, nv.shape, nv.dtype) for nv in new_node.outputs[start : start + count]]
-        else:
-            take_over(out, new_node.outputs[start], scope.graph)
     return "one output per element"
 
 
