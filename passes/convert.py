@@ -13,29 +13,72 @@ interface, and only here (MLIR's one-to-N type conversion is the model):
 
 The declared type of every tensor these signatures create comes from the converter's
 ``types``, never from the branch or the body that happens to produce it.
+
+The walk is here too (``Converter.lower_model``: every graph, function and subgraph, each
+node that touches the representation handed to its rule, the lowered nodes removed once
+every graph is done), and the rules are registered per op and representation with
+``@rule(op, into)`` (TVM's ``register_legalize``), so adding an op is one decorated
+function per representation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 import onnx_ir as ir
 
-from seqlower.analysis import node_label
+from seqlower.analysis import is_default_domain, node_label
 from seqlower.builder import Builder, NameAuthority
 from seqlower.passes._rewrite import (
+    REPORT_KEY,
     Scope,
     inline_map_body,
     map_loop_body,
     rebuild_node,
     returned_by,
     rewrite_record,
+    subgraph_scopes,
     take_over,
+    walk_scopes,
 )
 from seqlower.passes._tensor_ops import Ops
 
-__all__ = ["Converter", "Proto", "Collected", "convert_if", "convert_loop", "map_as_loop", "proto_of"]
+__all__ = [
+    "Converter", "Proto", "Collected", "Rule", "rule", "rules", "REPRESENTATIONS", "convert_if", "convert_loop",
+    "map_as_loop", "proto_of",
+]
+
+# A rule lowers one node: (converter, node, emitter, scope) -> how, for the report. The
+# emitter is an Ops, or a plain Builder for representations that ask for one.
+Rule = Callable[[Any, ir.Node, Any, Scope], str]
+
+REPRESENTATIONS = ("unrolled", "packed", "flat", "optional")
+_RULES: dict[str, dict[str, Rule]] = {into: {} for into in REPRESENTATIONS}
+
+
+def rule(op: str, *intos: str) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the rule that lowers ``op`` for each
+    representation named."""
+
+    def register(f: Rule) -> Rule:
+        for into in intos:
+            table = _RULES[into]
+            old = table.get(op)
+            # (a module imported again under its other name registers the same function)
+            if old is not None and old.__qualname__ != f.__qualname__:
+                raise ValueError(f"two {into} rules for {op}: {old.__qualname__} and {f.__qualname__}")
+            table[op] = f
+        return f
+
+    return register
+
+
+def rules(into: str) -> Mapping[str, Rule]:
+    """The rules registered for a representation, by op (a live view)."""
+    return MappingProxyType(_RULES[into])
 
 # Name, type and shape of one tensor in a signature.
 Proto = tuple[str | None, ir.TypeProtocol | None, ir.Shape | None]
@@ -59,20 +102,96 @@ class Collected:
 
 
 class Converter:
-    """One representation: subclasses say which values are theirs and what they become."""
+    """One representation: subclasses say which values are theirs and what they become,
+    and name their rules (``representation``, see :func:`rule`)."""
 
+    representation: str = ""
     names: NameAuthority
-    records: list[dict[str, str]]
     # How a Loop that carries this representation is described in the report.
     carrying: str = "the tensors"
+    # Rules take a plain Builder instead of an Ops.
+    wants_builder: bool = False
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.names = NameAuthority(model)
+        self.records: list[dict[str, str]] = []
+        self.modified = False
+        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
+
+    # -- the walk ---------------------------------------------------------------------------
+
+    def lower_model(self) -> None:
+        """Lower every graph and function (bodies as their nodes' rules or the walk reach
+        them), the model boundary, and then remove what was lowered: only once every
+        graph is done, since an If rewrites its branches' outputs after they were lowered
+        and bodies read outer values. Inner graphs finish first, so their nodes (the
+        readers) go first."""
+        scopes = list(walk_scopes(self.model))
+        self.model_inputs(scopes[0])
+        for scope in scopes:
+            self.graph(scope)
+        self.model_outputs(scopes[0])
+        for graph, nodes in self.dead:
+            graph.remove(nodes, safe=True)
+        self.model.meta.setdefault(REPORT_KEY, []).extend(self.records)
+
+    def model_inputs(self, scope: Scope) -> None:
+        """Sequence (or optional) model inputs become their tensors (the ABI)."""
+
+    def model_outputs(self, scope: Scope) -> None:
+        """Sequence (or optional) model outputs leave as their tensors (the ABI)."""
+
+    def graph(self, scope: Scope) -> None:
+        """Hand every node of the graph that touches this representation to its rule;
+        walk into the subgraphs the rule does not lower itself."""
+        lowered: list[ir.Node] = []
+        for node in list(scope.graph):
+            rule_ = self.rule_for(node)
+            if rule_ is None or self.walks_into(node):
+                for sub in subgraph_scopes(node, scope):
+                    self.graph(sub)
+            if rule_ is None:
+                continue
+            label = node_label(node)
+            into = self.into(self.first_owned(node))
+            b = scope.builder(node, self.names)
+            how = rule_(self, node, b if self.wants_builder else Ops(b), scope)
+            self.records.append(rewrite_record(node, scope, into, how, label))
+            lowered.append(node)
+            self.modified = True
+        if lowered:
+            self.dead.append((scope.graph, lowered))
+
+    def rule_for(self, node: ir.Node) -> Rule | None:
+        """The rule for ``node`` when it touches this representation, else None."""
+        if not is_default_domain(node) or self.first_owned(node) is None:
+            return None
+        found = _RULES[self.representation].get(node.op_type)
+        assert found is not None, f"no {self.representation} rule for {node_label(node)}"
+        return found
+
+    def first_owned(self, node: ir.Node) -> ir.Value | None:
+        """The first value of ``node`` (a Loop's body signature included) this
+        representation owns."""
+        values = [*node.inputs, *node.outputs]
+        if node.op_type == "Loop" and "body" in node.attributes:
+            body = node.attributes["body"].as_graph()
+            values += [*body.inputs, *body.outputs]
+        return next((v for v in values if v is not None and self.owns(v)), None)
+
+    def walks_into(self, node: ir.Node) -> bool:
+        """Whether the walk lowers ``node``'s subgraphs before its rule runs (rules for
+        If, Loop and SequenceMap lower them themselves, by default)."""
+        return False
 
     def owns(self, v: ir.Value | None) -> bool:
         """Whether ``v`` becomes this representation's tensors."""
         raise NotImplementedError
 
-    def into(self, v: ir.Value) -> str:
+    def into(self, v: ir.Value | None) -> str:
         """The report's name for what ``v`` becomes."""
-        raise NotImplementedError
+        return self.representation
 
     def types(self, v: ir.Value, base: str) -> list[Proto]:
         """The tensors standing for ``v`` in a signature, named from ``base``."""
@@ -85,11 +204,6 @@ class Converter:
 
     def bind(self, v: ir.Value, tensors: Sequence[ir.Value], scope: Scope, made_by: ir.Node | None) -> None:
         """From now on ``v`` is ``tensors`` (outputs of ``made_by``, or graph inputs)."""
-        raise NotImplementedError
-
-    def graph(self, scope: Scope) -> None:
-        """Lower every node of the graph (and of the subgraphs it reaches) that touches
-        this representation."""
         raise NotImplementedError
 
     # -- a Loop's carried values -----------------------------------------------------------

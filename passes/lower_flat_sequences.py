@@ -46,31 +46,26 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import (
-    REPORT_KEY,
     Scope,
     append_once,
     note_max_unroll,
     replace_output,
-    rewrite_record,
     sequence_abi_entry,
-    subgraph_scopes,
-    walk_scopes,
     write_abi,
 )
-from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop
+from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop, rule, rules
 from seqlower.analysis import (
     Analysis,
     analyze,
     anchored_shape,
     dynamic_split_squeezes,
-    is_default_domain,
     loop_shapes_consistent,
     model_input_dims,
     node_label,
     unchanged_split_source,
 )
 from seqlower.passes._tensor_ops import INT64, Ops
-from seqlower.builder import Builder, NameAuthority
+from seqlower.builder import Builder
 from seqlower.errors import ModelError
 
 __all__ = ["LowerFlatSequencesPass"]
@@ -112,64 +107,24 @@ class LowerFlatSequencesPass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, False)
         note_max_unroll(model, [w for w in analysis.webs if w.flat], "Flat")
         lw = _Lowerer(model, analysis, self.keepdims_policy)
-        scopes = list(walk_scopes(model))
-        lw.model_inputs(scopes[0])
-        for scope in scopes:
-            lw.graph(scope)
-        lw.model_outputs(scopes[0])
-        for graph, nodes in lw.dead:
-            graph.remove(nodes, safe=True)
-        model.meta.setdefault(REPORT_KEY, []).extend(lw.records)
+        lw.lower_model()
         return ir.passes.PassResult(model, lw.modified)
 
 
 class _Lowerer(Converter):
+    representation = "flat"
     carrying = "the tensors"
 
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
-        self.model = model
+        super().__init__(model)
         self.analysis = analysis
         self.policy = policy
-        self.names = NameAuthority(model)
         self.seqs: dict[ir.Value, FlatSeq] = {}
-        self.records: list[dict[str, str]] = []
-        self.modified = False
-        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
-
-    # -- walking ------------------------------------------------------------------------
-
-    def graph(self, scope: Scope) -> None:
-        lowered: list[ir.Node] = []
-        for node in list(scope.graph):
-            if not is_default_domain(node) or not self._touches_flat(node):
-                for sub in subgraph_scopes(node, scope):
-                    self.graph(sub)
-                continue
-            rule = RULES.get(node.op_type)
-            assert rule is not None, f"no Flat rule for {node_label(node)}"
-            b = scope.builder(node, self.names)
-            label = node_label(node)
-            how = rule(self, node, Ops(b), scope)
-            self.records.append(rewrite_record(node, scope, "flat", how, label))
-            lowered.append(node)
-            self.modified = True
-        if lowered:
-            self.dead.append((scope.graph, lowered))
-
-    def _touches_flat(self, node: ir.Node) -> bool:
-        values = [*node.inputs, *node.outputs]
-        if node.op_type == "Loop" and "body" in node.attributes:
-            body = node.attributes["body"].as_graph()
-            values += [*body.inputs, *body.outputs]
-        return any(self.analysis.flat(v) for v in values)
 
     # -- the converter (passes/convert.py) ------------------------------------------------
 
     def owns(self, v: ir.Value | None) -> bool:
         return self.analysis.flat(v)
-
-    def into(self, v: ir.Value) -> str:
-        return "flat"
 
     def _dtype(self, v: ir.Value) -> ir.DataType:
         info = self.analysis.info.get(v)
@@ -450,6 +405,7 @@ def _attr(node: ir.Node, name: str, default: int) -> int:
     return default if a is None else a.as_int()
 
 
+@rule("SequenceEmpty", "flat")
 def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     width, ranked = lw.layout(out)
@@ -465,6 +421,7 @@ def _flat_tensor(t: ir.Value, o: Ops, name: str) -> ir.Value:
     return o.reshape(t, o.ints([-1]), f"{name}_flat")
 
 
+@rule("SequenceConstruct", "flat")
 def _sequence_construct(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     width, ranked = lw.layout(out)
@@ -486,11 +443,13 @@ def _sequence_construct(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> st
     return "Reshape + Concat"
 
 
+@rule("Identity", "flat")
 def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     lw.seqs[node.outputs[0]] = lw.seq(node.inputs[0])
     return "same tensors"
 
 
+@rule("SequenceInsert", "flat")
 def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     fs = lw.seq(node.inputs[0])
     t = node.inputs[1]
@@ -517,6 +476,7 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Slice + Concat"
 
 
+@rule("SequenceErase", "flat")
 def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     fs = lw.seq(node.inputs[0])
     out = node.outputs[0]
@@ -531,6 +491,7 @@ def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Slice + Concat"
 
 
+@rule("SequenceAt", "flat")
 def _sequence_at(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     fs = lw.seq(node.inputs[0])
     out = node.outputs[0]
@@ -541,6 +502,7 @@ def _sequence_at(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Gather + Slice + Reshape"
 
 
+@rule("SequenceLength", "flat")
 def _sequence_length(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     fs = lw.seq(node.inputs[0])
     n = lw.derive(fs, "count")
@@ -548,6 +510,7 @@ def _sequence_length(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Shape"
 
 
+@rule("SplitToSequence", "flat")
 def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     x = node.inputs[0]
     out = node.outputs[0]
@@ -655,6 +618,7 @@ def _inverse_index(o: Ops, p: ir.Value, q: ir.Value, sizes: ir.Value, base: str)
     return o.op("ScatterElements", [zeros, index, iota], f"{base}_inverse", axis=0)
 
 
+@rule("ConcatFromSequence", "flat")
 def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     fs = lw.seq(node.inputs[0])
     out = node.outputs[0]
@@ -751,11 +715,13 @@ def _seq_tensors(fs: FlatSeq) -> list[ir.Value]:
     return [fs.values, fs.shapes] + ([fs.ranks] if fs.ranks is not None else [])
 
 
+@rule("If", "flat")
 def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     convert_if(lw, node, scope)
     return "If returning the tensors"
 
 
+@rule("Loop", "flat")
 def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return convert_loop(lw, node, scope)
 
@@ -798,6 +764,7 @@ def _unscan_rows(scan: ir.Value, width: int | None, o: Ops, name: str) -> ir.Val
     return rows
 
 
+@rule("SequenceMap", "flat")
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
@@ -895,17 +862,4 @@ def _collect(lw: _Lowerer, out: ir.Value, y: ir.Value, bo: ir.Value, first: Flat
     return c
 
 
-RULES = {
-    "SplitToSequence": _split_to_sequence,
-    "SequenceEmpty": _sequence_empty,
-    "SequenceConstruct": _sequence_construct,
-    "SequenceInsert": _sequence_insert,
-    "SequenceErase": _sequence_erase,
-    "SequenceAt": _sequence_at,
-    "SequenceLength": _sequence_length,
-    "ConcatFromSequence": _concat_from_sequence,
-    "SequenceMap": _sequence_map,
-    "Identity": _identity,
-    "If": _if,
-    "Loop": _loop,
-}
+RULES = rules("flat")

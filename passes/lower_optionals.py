@@ -26,18 +26,14 @@ import onnx_ir as ir
 
 from seqlower.passes._rewrite import (
     OPTIONAL_SEQUENCES_KEY,
-    REPORT_KEY,
     Scope,
     replace_output,
-    rewrite_record,
-    subgraph_scopes,
-    walk_scopes,
     write_abi,
 )
-from seqlower.passes.convert import Converter, Proto, convert_if, convert_loop
+from seqlower.passes.convert import Converter, Proto, Rule, convert_if, convert_loop, rule, rules
 from seqlower import ops
-from seqlower.analysis import is_default_domain, node_label, shape_json
-from seqlower.builder import Builder, NameAuthority
+from seqlower.analysis import is_default_domain, shape_json
+from seqlower.builder import Builder
 
 __all__ = ["LowerOptionalsPass", "OPTIONAL_SEQUENCES_KEY"]
 
@@ -57,14 +53,7 @@ class LowerOptionalsPass(ir.passes.InPlacePass):
         if not _has_optionals(model):
             return ir.passes.PassResult(model, False)
         lw = _Lowerer(model)
-        scopes = list(walk_scopes(model))
-        lw.model_inputs(scopes[0])
-        for scope in scopes:
-            lw.graph(scope)
-        lw.model_outputs(scopes[0])
-        for graph, nodes in lw.dead:
-            graph.remove(nodes, safe=True)
-        model.meta.setdefault(REPORT_KEY, []).extend(lw.records)
+        lw.lower_model()
         return ir.passes.PassResult(model, True)
 
 
@@ -82,14 +71,13 @@ def _has_optionals(model: ir.Model) -> bool:
 
 
 class _Lowerer(Converter):
+    representation = "optional"
     carrying = "present + payload"
+    wants_builder = True
 
     def __init__(self, model: ir.Model) -> None:
-        self.model = model
-        self.names = NameAuthority(model)
+        super().__init__(model)
         self.pairs: dict[ir.Value, tuple[ir.Value, ir.Value]] = {}
-        self.records: list[dict[str, str]] = []
-        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
         self.abi: dict[str, list[dict]] = {"inputs": [], "outputs": []}
 
     def pair(self, v: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -101,7 +89,7 @@ class _Lowerer(Converter):
     def owns(self, v: ir.Value | None) -> bool:
         return _is_optional(v)
 
-    def into(self, v: ir.Value) -> str:
+    def into(self, v: ir.Value | None) -> str:
         return "present + payload"
 
     def carries(self, node: ir.Node, k: int) -> bool:
@@ -129,24 +117,14 @@ class _Lowerer(Converter):
             assert producer is not None
             replace_output(v, payload, scope, self.names, producer, owned=False)
 
-    def graph(self, scope: Scope) -> None:
-        lowered: list[ir.Node] = []
-        for node in list(scope.graph):
-            touches = is_default_domain(node) and (
-                node.op_type in _OPS or any(_is_optional(v) for v in [*node.inputs, *node.outputs])
-                or (node.op_type == "Loop" and any(_is_optional(v) for v in node.attributes["body"].as_graph().inputs))
-            )
-            rule = RULES.get(node.op_type) if touches else None
-            if rule is None:  # bodies may still read optionals from outside
-                for sub in subgraph_scopes(node, scope):
-                    self.graph(sub)
-                continue
-            label = node_label(node)
-            how = rule(self, node, scope.builder(node, self.names), scope)
-            self.records.append(rewrite_record(node, scope, "present + payload", how, label))
-            lowered.append(node)
-        if lowered:
-            self.dead.append((scope.graph, lowered))
+    def rule_for(self, node: ir.Node) -> Rule | None:
+        # Optional ops, and what carries optionals; anything else (bodies may still
+        # read optionals from outside) is walked into.
+        touches = is_default_domain(node) and (
+            node.op_type in _OPS or any(_is_optional(v) for v in [*node.inputs, *node.outputs])
+            or (node.op_type == "Loop" and any(_is_optional(v) for v in node.attributes["body"].as_graph().inputs))
+        )
+        return RULES.get(node.op_type) if touches else None
 
     # -- values ---------------------------------------------------------------------------
 
@@ -230,6 +208,7 @@ def _tensor_entry(name: str, t: ir.TypeProtocol, shape: ir.Shape | None, present
 # -- rules --------------------------------------------------------------------------------
 
 
+@rule("Optional", "optional")
 def _optional(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     out = node.outputs[0]
     x = node.inputs[0] if node.inputs else None
@@ -243,6 +222,7 @@ def _optional(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     return "absent"
 
 
+@rule("OptionalHasElement", "optional")
 def _has_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     x = node.inputs[0] if node.inputs else None
     if x is None:
@@ -255,6 +235,7 @@ def _has_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     return "present flag"
 
 
+@rule("OptionalGetElement", "optional")
 def _get_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     x = node.inputs[0]
     assert x is not None
@@ -263,6 +244,7 @@ def _get_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     return "payload"
 
 
+@rule("Identity", "optional")
 def _identity(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     lw.pairs[node.outputs[0]] = lw.pair(node.inputs[0])  # type: ignore[arg-type]
     return "same pair"
@@ -273,20 +255,15 @@ def _pair_of(lw: _Lowerer, v: ir.Value, b: Builder) -> tuple[ir.Value, ir.Value]
     return lw.pair(v) if _is_optional(v) else (lw.flag(True, b), v)
 
 
+@rule("If", "optional")
 def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     convert_if(lw, node, scope)
     return "If returning present + payload"
 
 
+@rule("Loop", "optional")
 def _loop(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     return convert_loop(lw, node, scope)
 
 
-RULES = {
-    "Optional": _optional,
-    "OptionalHasElement": _has_element,
-    "OptionalGetElement": _get_element,
-    "Identity": _identity,
-    "If": _if,
-    "Loop": _loop,
-}
+RULES = rules("optional")

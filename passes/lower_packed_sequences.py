@@ -24,30 +24,25 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import (
-    REPORT_KEY,
     Scope,
     append_once,
     note_max_unroll,
     replace_output,
-    rewrite_record,
     sequence_abi_entry,
-    subgraph_scopes,
-    walk_scopes,
     write_abi,
 )
-from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop
+from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop, rule, rules
 from seqlower.passes._batched_map import batched_plan, run_batched
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
     Analysis,
     analyze,
     dynamic_split_squeezes,
-    is_default_domain,
     model_input_dims,
     node_label,
     unchanged_split_source,
 )
-from seqlower.builder import Builder, NameAuthority
+from seqlower.builder import Builder
 
 __all__ = ["LowerPackedSequencesPass"]
 
@@ -83,68 +78,33 @@ class LowerPackedSequencesPass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, False)
         note_max_unroll(model, [w for w in analysis.webs if w.packed], "packed")
         lw = _Lowerer(model, analysis, self.keepdims_policy)
-        scopes = list(walk_scopes(model))
-        for scope in scopes:
-            lw.graph(scope)
-        lw.model_outputs(scopes[0])
-        for graph, nodes in lw.dead:
-            graph.remove(nodes, safe=True)
-        model.meta.setdefault(REPORT_KEY, []).extend(lw.records)
+        lw.lower_model()
         return ir.passes.PassResult(model, lw.modified)
 
 
 class _Lowerer(Converter):
+    representation = "packed"
     carrying = "the packed tensors"
 
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
-        self.model = model
+        super().__init__(model)
         self.analysis = analysis
         self.policy = policy
-        self.names = NameAuthority(model)
         self.input_dims = model_input_dims(model)
         self.seqs: dict[ir.Value, Packed] = {}
-        self.records: list[dict[str, str]] = []
-        self.modified = False
-        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
         self.opset = 0
 
     def graph(self, scope: Scope) -> None:
         self.opset = scope.opset  # one per model or function: bodies share it
-        lowered: list[ir.Node] = []
-        for node in list(scope.graph):
-            if not is_default_domain(node) or not self._touches(node):
-                for sub in subgraph_scopes(node, scope):
-                    self.graph(sub)
-                continue
-            rule = RULES.get(node.op_type)
-            assert rule is not None, f"no packed rule for {node_label(node)}"
-            label = node_label(node)
-            how = rule(self, node, Ops(scope.builder(node, self.names)), scope)
-            self.records.append(rewrite_record(node, scope, self.kind(self._first_seq(node)), how, label))
-            lowered.append(node)
-            self.modified = True
-        if lowered:
-            self.dead.append((scope.graph, lowered))
-
-    def _seq_values(self, node: ir.Node) -> list[ir.Value]:
-        values = [*node.inputs, *node.outputs]
-        if node.op_type == "Loop" and "body" in node.attributes:
-            body = node.attributes["body"].as_graph()
-            values += [*body.inputs, *body.outputs]
-        return [v for v in values if v is not None and self.analysis.packed(v)]
-
-    def _touches(self, node: ir.Node) -> bool:
-        return bool(self._seq_values(node))
-
-    def _first_seq(self, node: ir.Node) -> ir.Value:
-        return self._seq_values(node)[0]
+        super().graph(scope)
 
     # -- the converter (passes/convert.py) ------------------------------------------------
 
     def owns(self, v: ir.Value | None) -> bool:
         return self.analysis.packed(v)
 
-    def into(self, v: ir.Value) -> str:
+    def into(self, v: ir.Value | None) -> str:
+        assert v is not None
         return self.kind(v)
 
     def tensors(self, v: ir.Value, b: Builder) -> list[ir.Value]:
@@ -361,6 +321,7 @@ def _len_along(t: ir.Value, axis: int, o: Ops, name: str) -> ir.Value:
     return o.slice(o.shape(t, f"{name}_dims"), o.ints([axis]), o.ints([axis + 1]), [0], f"{name}_len")
 
 
+@rule("SequenceEmpty", "packed")
 def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     attr = node.attributes.get("dtype")
@@ -377,6 +338,7 @@ def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "empty data, no lengths"
 
 
+@rule("SequenceConstruct", "packed")
 def _sequence_construct(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     name = out.name or "construct"
@@ -391,6 +353,7 @@ def _sequence_construct(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> st
     return "Concat along the axis"
 
 
+@rule("Identity", "packed")
 def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     ps = lw.seq(node.inputs[0])
     name = node.outputs[0].name or "seq"
@@ -399,6 +362,7 @@ def _identity(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Identity"
 
 
+@rule("SequenceInsert", "packed")
 def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     ps = lw.seq(node.inputs[0])
     out = node.outputs[0]
@@ -426,6 +390,7 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Slice + Concat"
 
 
+@rule("SequenceErase", "packed")
 def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     ps = lw.seq(node.inputs[0])
     out = node.outputs[0]
@@ -445,6 +410,7 @@ def _sequence_erase(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Slice + Concat"
 
 
+@rule("SequenceAt", "packed")
 def _sequence_at(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     ps = lw.seq(node.inputs[0])
     out = node.outputs[0]
@@ -467,12 +433,14 @@ def _sequence_at(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Slice along the axis"
 
 
+@rule("SequenceLength", "packed")
 def _sequence_length(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     lw.output(out, lw.count(lw.seq(node.inputs[0]), o, out.name or "len"), node, scope)
     return "Shape"
 
 
+@rule("SplitToSequence", "packed")
 def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     x = node.inputs[0]
     out = node.outputs[0]
@@ -516,6 +484,7 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     return "Reshape + Transpose (equal chunks)"
 
 
+@rule("ConcatFromSequence", "packed")
 def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     src = node.inputs[0]
     ps = lw.seq(src)
@@ -553,11 +522,13 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> 
     return "Transpose + Reshape"
 
 
+@rule("If", "packed")
 def _if(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     convert_if(lw, node, scope)
     return "If returning the packed tensors"
 
 
+@rule("Loop", "packed")
 def _loop(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return convert_loop(lw, node, scope)
 
@@ -582,6 +553,7 @@ def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, o: Ops) -> bool:
     return True
 
 
+@rule("SequenceMap", "packed")
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
@@ -653,17 +625,4 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     return "Loop with scan outputs"
 
 
-RULES = {
-    "SplitToSequence": _split_to_sequence,
-    "SequenceEmpty": _sequence_empty,
-    "SequenceConstruct": _sequence_construct,
-    "SequenceInsert": _sequence_insert,
-    "SequenceErase": _sequence_erase,
-    "SequenceAt": _sequence_at,
-    "SequenceLength": _sequence_length,
-    "ConcatFromSequence": _concat_from_sequence,
-    "SequenceMap": _sequence_map,
-    "Identity": _identity,
-    "If": _if,
-    "Loop": _loop,
-}
+RULES = rules("packed")

@@ -36,26 +36,21 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import (
-    REPORT_KEY,
     Scope,
     inline_graph,
     replace_output,
-    rewrite_record,
-    subgraph_scopes,
-    walk_scopes,
 )
-from seqlower.passes.convert import Converter, Proto, convert_if
+from seqlower.passes.convert import Converter, Proto, convert_if, rule, rules
 from seqlower.analysis import (
     Analysis,
     analyze,
     const_array,
     const_position,
-    is_default_domain,
     node_label,
     split_sizes,
     split_squeezes,
 )
-from seqlower.builder import Builder, NameAuthority, concat_shape
+from seqlower.builder import Builder, concat_shape
 from seqlower.errors import ModelError
 
 __all__ = ["LowerUnrolledSequencesPass"]
@@ -95,62 +90,34 @@ class LowerUnrolledSequencesPass(ir.passes.InPlacePass):
         if not any(w.unrolled for w in analysis.webs):
             return ir.passes.PassResult(model, False)
         lowerer = _Lowerer(model, analysis, self.keepdims_policy)
-        for scope in walk_scopes(model):
-            lowerer.graph(scope)
-        # Removal waits until every graph is done: an If rewrites its branches' outputs
-        # after the branches were lowered, and bodies read outer sequences. Inner graphs
-        # finish first, so their nodes (the readers) go first.
-        for graph, nodes in lowerer.dead:
-            graph.remove(nodes, safe=True)
-        model.meta.setdefault(REPORT_KEY, []).extend(lowerer.records)
+        lowerer.lower_model()
         return ir.passes.PassResult(model, lowerer.modified)
 
 
 class _Lowerer(Converter):
+    representation = "unrolled"
+    wants_builder = True
+
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
-        self.model = model
+        super().__init__(model)
         self.analysis = analysis
         self.policy = policy
-        self.names = NameAuthority(model)
         self.elems: dict[ir.Value, list[Elem]] = {}
-        self.records: list[dict[str, str]] = []
-        self.modified = False
         self._materialized: dict[tuple[int, int], ir.Value] = {}
-        self.dead: list[tuple[ir.Graph | ir.Function, list[ir.Node]]] = []
 
-    # -- walking ------------------------------------------------------------------------
+    def walks_into(self, node: ir.Node) -> bool:
+        # A map's body is lowered before it is inlined once per element; an If's rule
+        # lowers its branches.
+        return node.op_type != "If"
 
-    def graph(self, scope: Scope) -> None:
-        lowered: list[ir.Node] = []
-        for node in list(scope.graph):
-            touches = is_default_domain(node) and self._touches_unrolled(node)
-            if not (touches and node.op_type == "If"):  # an If's rule lowers its branches
-                for sub in subgraph_scopes(node, scope):
-                    self.graph(sub)
-            if not touches:
-                continue
-            rule = RULES.get(node.op_type)
-            if rule is None:  # the analysis only unrolls webs whose every user has a rule
-                raise AssertionError(f"no Unrolled rule for {node_label(node)}")
-            b = scope.builder(node, self.names)
-            label = node_label(node)
-            how = rule(self, node, b, scope)
-            self.records.append(rewrite_record(node, scope, "unrolled", how, label))
-            lowered.append(node)
-            self.modified = True
-        if lowered:
-            self.dead.append((scope.graph, lowered))
-
-    def _touches_unrolled(self, node: ir.Node) -> bool:
-        return any(self.analysis.unrolled(v) for v in (*node.inputs, *node.outputs))
+    def first_owned(self, node: ir.Node) -> ir.Value | None:
+        # Unrolled lists never cross a Loop's signature (a trip count makes the length unknown).
+        return next((v for v in (*node.inputs, *node.outputs) if v is not None and self.owns(v)), None)
 
     # -- the converter (passes/convert.py) ------------------------------------------------
 
     def owns(self, v: ir.Value | None) -> bool:
         return self.analysis.unrolled(v)
-
-    def into(self, v: ir.Value) -> str:
-        return "unrolled"
 
     def types(self, v: ir.Value, base: str) -> list[Proto]:
         """One tensor per element, typed from the lattice (an If's output: the join of
@@ -196,6 +163,7 @@ class _Lowerer(Converter):
 # -- rules --------------------------------------------------------------------------------
 
 
+@rule("SplitToSequence", "unrolled")
 def _split_to_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     x = node.inputs[0]
     out = node.outputs[0]
@@ -230,16 +198,19 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) ->
     return "Split + Squeeze" if squeeze else "Split"
 
 
+@rule("SequenceEmpty", "unrolled")
 def _sequence_empty(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     lw.elems[node.outputs[0]] = []
     return "list"
 
 
+@rule("SequenceConstruct", "unrolled")
 def _sequence_construct(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     lw.elems[node.outputs[0]] = [Elem.of(v) for v in node.inputs if v is not None]
     return "list"
 
 
+@rule("Identity", "unrolled")
 def _identity(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     # A copy: each sequence value owns its list (see _take_items).
     lw.elems[node.outputs[0]] = list(lw.seq(node.inputs[0]))
@@ -267,6 +238,7 @@ def _take_items(lw: _Lowerer, node: ir.Node) -> list[Elem]:
 # what made the web Unrolled; only normalisation is left.
 
 
+@rule("SequenceInsert", "unrolled")
 def _sequence_insert(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     items = _take_items(lw, node)
     p = _position(node, 2)
@@ -278,6 +250,7 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> s
     return "list"
 
 
+@rule("SequenceErase", "unrolled")
 def _sequence_erase(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     items = _take_items(lw, node)
     p = _position(node, 1)
@@ -289,6 +262,7 @@ def _sequence_erase(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> st
     return "list"
 
 
+@rule("SequenceAt", "unrolled")
 def _sequence_at(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     items = lw.seq(node.inputs[0])
     p = _position(node, 1)
@@ -302,11 +276,13 @@ def _sequence_at(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     return "element"
 
 
+@rule("SequenceLength", "unrolled")
 def _sequence_length(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     lw.constant_output(node, np.array(len(lw.seq(node.inputs[0])), dtype=np.int64), b, scope)
     return "folded"
 
 
+@rule("ConcatFromSequence", "unrolled")
 def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     items = lw.seq(node.inputs[0])
     out = node.outputs[0]
@@ -345,6 +321,7 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope)
     return "Unsqueeze + Concat" if new_axis else "Concat"
 
 
+@rule("SequenceMap", "unrolled")
 def _sequence_map(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     first = lw.seq(node.inputs[0])
@@ -370,22 +347,11 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     return f"body inlined {n} times"
 
 
+@rule("If", "unrolled")
 def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     if not convert_if(lw, node, scope):
         return "nothing left: both branches give empty lists"
     return "one output per element"
 
 
-RULES = {
-    "SplitToSequence": _split_to_sequence,
-    "SequenceEmpty": _sequence_empty,
-    "SequenceConstruct": _sequence_construct,
-    "SequenceInsert": _sequence_insert,
-    "SequenceErase": _sequence_erase,
-    "SequenceAt": _sequence_at,
-    "SequenceLength": _sequence_length,
-    "ConcatFromSequence": _concat_from_sequence,
-    "SequenceMap": _sequence_map,
-    "Identity": _identity,
-    "If": _if,
-}
+RULES = rules("unrolled")

@@ -5,8 +5,8 @@ test (tests/test_ops.py) holds the facts, the rules, the executor's kernels and 
 program generator to agreeing.
 
 Adding an op: register its facts here with ``op_facts``, a kernel in
-``seqlower/executor/kernels/op_<name>.py`` (and ``KERNELS``), a rule in each
-representation's ``RULES`` (``passes/lower_*``), a transfer function in the analysis
+``seqlower/executor/kernels/op_<name>.py`` (and ``KERNELS``), a rule for each
+representation (``@rule(name, into)`` in ``passes/lower_*``), a transfer function in the analysis
 (``_t_<Op>``), and a step in ``tests/program_generator.py``; tests/test_ops.py says
 which one is missing.
 """

@@ -14,6 +14,7 @@ from seqlower import ops
 from seqlower.analysis import _Analyzer
 from seqlower.executor.kernels import KERNELS
 from seqlower.passes import lower_flat_sequences, lower_optionals, lower_packed_sequences, lower_unrolled_sequences
+from seqlower.passes.convert import REPRESENTATIONS, rule, rules
 from tests.program_generator import generate
 
 
@@ -36,11 +37,21 @@ def test_every_lowered_op_has_a_transfer_function_and_a_rule_per_representation(
     lowered = ops.names("sequence", lowered=True) | ops.names("control", lowered=True)
     missing_transfer = sorted(n for n in lowered if not hasattr(_Analyzer, f"_t_{n}"))
     assert missing_transfer == []
-    for module in (lower_flat_sequences, lower_packed_sequences):
-        assert set(module.RULES) == lowered, module.__name__
+    for into in ("flat", "packed"):
+        assert set(rules(into)) == lowered, into
     # Unrolled lists never cross a Loop (a trip count makes the length unknown).
-    assert set(lower_unrolled_sequences.RULES) == lowered - {"Loop"}
-    assert set(lower_optionals.RULES) >= ops.names("optional")
+    assert set(rules("unrolled")) == lowered - {"Loop"}
+    assert set(rules("optional")) >= ops.names("optional")
+    # Each module's table is the registry's view, filled by its decorated rules.
+    for module, into in ((lower_flat_sequences, "flat"), (lower_packed_sequences, "packed"),
+                         (lower_unrolled_sequences, "unrolled"), (lower_optionals, "optional")):
+        assert dict(module.RULES) == dict(rules(into)) and set(REPRESENTATIONS) >= {into}
+
+
+def test_a_second_rule_for_one_op_and_representation_is_refused():
+    with pytest.raises(ValueError, match="two flat rules for SequenceAt"):
+        rule("SequenceAt", "flat")(lambda lw, node, o, scope: "again")
+    assert rules("flat")["SequenceAt"].__name__ == "_sequence_at"
 
 
 def test_the_program_generator_draws_every_sequence_op_and_nothing_unregistered():
