@@ -14,6 +14,8 @@ without Loop or Scan, and faster everywhere.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx_ir as ir
 
@@ -69,91 +71,124 @@ def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> 
     batched, or for an elementwise op the inputs to lift by how many unit axes (None:
     unchanged); None when the body cannot be batched."""
     batched: set[ir.Value] = set(batched_inputs)
-    plan: dict[ir.Node, list[int] | None] = {}
+    plan: dict[ir.Node, list[int] | dict[int, int] | None] = {}
     for node in body:
         ins = [v for v in node.inputs if v is not None]
         if not any(v in batched for v in ins):
             continue
-        if not is_default_domain(node) or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+        entry = _node_plan(node, ins, batched, opset)
+        if entry is _CANNOT:
             return None
-        op = node.op_type
-        ranks = [_rank(v) for v in ins]
-        if any(r is None for r in ranks):
-            return None
-        out_rank = _rank(node.outputs[0])
-        batched_ranks = [r for v, r in zip(ins, ranks) if v in batched]
-        if op in UNARY:
-            if node.inputs[0] not in batched:
-                return None  # Clip's bounds or CastLike's target batched: not elementwise in x
-            plan[node] = None
-        elif op in ELEMENTWISE:
-            if out_rank is None or any(r > out_rank for r in batched_ranks):
-                return None
-            # A batched operand of lower rank gets unit axes after the batch axis, so
-            # that it still lines up from the right against the others.
-            lifts = {i: out_rank - r for i, (v, r) in enumerate(zip(node.inputs, [_rank(v) for v in node.inputs]))
-                     if v is not None and v in batched and r is not None and r < out_rank}
-            plan[node] = lifts or None
-        elif op == "Reshape":
-            target = const_array(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
-            allowzero = node.attributes["allowzero"].as_int() if "allowzero" in node.attributes else 0
-            # To a constant shape without 0s (a 0 copies an input dim, which would shift):
-            # the batch axis copied in front by a 0.
-            if node.inputs[0] not in batched or target is None or target.ndim != 1 or 0 in target.tolist() or allowzero:
-                return None
-            plan[node] = [0, *(int(d) for d in target)]
-        elif op == "Gather":
-            data, idx = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
-            axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
-            # Rows of an unbatched tensor at batched indices: the batch axis comes first.
-            if data in batched or idx not in batched or axis != 0:
-                return None
-            plan[node] = None
-        elif op in REDUCE:
-            if node.inputs[0] not in batched or any(v in batched for v in node.inputs[1:]):
-                return None
-            axes = _axes(node, opset)
-            if axes == "dynamic":
-                return None
-            r = ranks[0]
-            if axes is None or axes == []:
-                noop = node.attributes.get("noop_with_empty_axes")
-                axes = [] if noop is not None and noop.as_int() else list(range(r))
-            plan[node] = [a + 1 if a >= 0 else a for a in axes]
-        elif op in _AXIS_OPS:
-            if op == "CumSum":
-                return None  # axis is an input; not worth it
-            if op == "Concat" and not all(v in batched for v in ins):
-                return None
-            if op in ("ArgMax", "ArgMin") and node.inputs[0] not in batched:
-                return None
-            default = -1 if op in ("Softmax", "LogSoftmax", "Hardmax") else 0
-            axis = node.attributes["axis"].as_int() if "axis" in node.attributes else default
-            plan[node] = [axis + 1 if axis >= 0 else axis]
-        elif op == "Transpose":
-            r = ranks[0]
-            perm = list(node.attributes["perm"].as_ints()) if "perm" in node.attributes else list(reversed(range(r)))
-            plan[node] = [0] + [p + 1 for p in perm]
-        elif op in ("Squeeze", "Unsqueeze"):
-            if any(v in batched for v in node.inputs[1:]):
-                return None
-            axes = _axes(node, opset)
-            if axes is None or axes == "dynamic":
-                return None  # Squeeze without axes would drop a batch of one
-            plan[node] = [a + 1 if a >= 0 else a for a in axes]
-        elif op == "MatMul":
-            a, b = node.inputs[0], node.inputs[1]
-            ra, rb = _rank(a), _rank(b)
-            assert ra is not None and rb is not None
-            ok = all(r >= 2 and r >= max(ra, rb) for v, r in ((a, ra), (b, rb)) if v in batched)
-            ok = ok or (a in batched and b not in batched and ra == 1 and rb == 2)
-            if not ok:
-                return None
-            plan[node] = None
-        else:
-            return None
+        plan[node] = entry  # type: ignore[assignment]
         batched.update(node.outputs)
     return plan
+
+
+# A node's plan when the body cannot be batched through it.
+_CANNOT = object()
+_Plan = Any  # list[int] | dict[int, int] | None | _CANNOT
+
+
+def _node_plan(node: ir.Node, ins: list[ir.Value], batched: set[ir.Value], opset: int) -> _Plan:
+    if not is_default_domain(node) or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+        return _CANNOT
+    ranks = [_rank(v) for v in ins]
+    if any(r is None for r in ranks):
+        return _CANNOT
+    op = node.op_type
+    if op in UNARY:
+        # Clip's bounds or CastLike's target batched: not elementwise in x.
+        return None if node.inputs[0] in batched else _CANNOT
+    if op in ELEMENTWISE:
+        return _elementwise_plan(node, ins, ranks, batched, opset)
+    if op in REDUCE:
+        return _reduce_plan(node, ins, ranks, batched, opset)
+    if op in _AXIS_OPS:
+        return _axis_op_plan(node, ins, ranks, batched, opset)
+    planner = _PLANNERS.get(op)
+    return _CANNOT if planner is None else planner(node, ins, ranks, batched, opset)
+
+
+def _elementwise_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    out_rank = _rank(node.outputs[0])
+    if out_rank is None or any(r > out_rank for v, r in zip(ins, ranks) if v in batched):
+        return _CANNOT
+    # A batched operand of lower rank gets unit axes after the batch axis, so that it
+    # still lines up from the right against the others.
+    lifts = {i: out_rank - r for i, (v, r) in enumerate(zip(node.inputs, [_rank(v) for v in node.inputs]))
+             if v is not None and v in batched and r is not None and r < out_rank}
+    return lifts or None
+
+
+def _reshape_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    target = const_array(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
+    allowzero = node.attributes["allowzero"].as_int() if "allowzero" in node.attributes else 0
+    # To a constant shape without 0s (a 0 copies an input dim, which would shift): the
+    # batch axis copied in front by a 0.
+    if node.inputs[0] not in batched or target is None or target.ndim != 1 or 0 in target.tolist() or allowzero:
+        return _CANNOT
+    return [0, *(int(d) for d in target)]
+
+
+def _gather_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    data, idx = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
+    # Rows of an unbatched tensor at batched indices: the batch axis comes first.
+    return None if data not in batched and idx in batched and axis == 0 else _CANNOT
+
+
+def _reduce_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    if node.inputs[0] not in batched or any(v in batched for v in node.inputs[1:]):
+        return _CANNOT
+    axes = _axes(node, opset)
+    if axes == "dynamic":
+        return _CANNOT
+    if axes is None or axes == []:
+        noop = node.attributes.get("noop_with_empty_axes")
+        axes = [] if noop is not None and noop.as_int() else list(range(ranks[0]))
+    return [a + 1 if a >= 0 else a for a in axes]
+
+
+def _axis_op_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    op = node.op_type
+    if op == "CumSum":
+        return _CANNOT  # axis is an input; not worth it
+    if op == "Concat" and not all(v in batched for v in ins):
+        return _CANNOT
+    if op in ("ArgMax", "ArgMin") and node.inputs[0] not in batched:
+        return _CANNOT
+    default = -1 if op in ("Softmax", "LogSoftmax", "Hardmax") else 0
+    axis = node.attributes["axis"].as_int() if "axis" in node.attributes else default
+    return [axis + 1 if axis >= 0 else axis]
+
+
+def _transpose_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    perm = list(node.attributes["perm"].as_ints()) if "perm" in node.attributes else list(reversed(range(ranks[0])))
+    return [0] + [p + 1 for p in perm]
+
+
+def _squeeze_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    if any(v in batched for v in node.inputs[1:]):
+        return _CANNOT
+    axes = _axes(node, opset)
+    if axes is None or axes == "dynamic":
+        return _CANNOT  # Squeeze without axes would drop a batch of one
+    return [a + 1 if a >= 0 else a for a in axes]
+
+
+def _matmul_plan(node: ir.Node, ins: list[ir.Value], ranks: list[int], batched: set[ir.Value], opset: int) -> _Plan:
+    a, b = node.inputs[0], node.inputs[1]
+    ra, rb = _rank(a), _rank(b)
+    assert ra is not None and rb is not None
+    ok = all(r >= 2 and r >= max(ra, rb) for v, r in ((a, ra), (b, rb)) if v in batched)
+    ok = ok or (a in batched and b not in batched and ra == 1 and rb == 2)
+    return None if ok else _CANNOT
+
+
+_PLANNERS = {
+    "Reshape": _reshape_plan, "Gather": _gather_plan, "Transpose": _transpose_plan,
+    "Squeeze": _squeeze_plan, "Unsqueeze": _squeeze_plan, "MatMul": _matmul_plan,
+}
 
 
 def emit_batched(body: ir.Graph, plan: dict[ir.Node, list[int] | dict[int, int] | None], cloned: list[ir.Node], b: Builder) -> None:

@@ -278,93 +278,111 @@ def convert_loop(cv: Converter, node: ir.Node, scope: Scope) -> str:
     """Make the carried values ``cv`` owns their tensors, in the body's signature, the
     node's inputs and its outputs; values appended once per step become scan outputs
     where ``cv`` offers it (O(n) in total, where carrying them is O(n^2))."""
-    body = node.attributes["body"].as_graph()
-    bscope = Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
-    carried = list(node.inputs[2:])
-    n_carried = len(carried)
-    n_scans = len(body.outputs) - 1 - n_carried
-    mine = [cv.carries(node, k) for k in range(n_carried)]
-    appends = {k: a for k in range(n_carried) if mine[k] and (a := cv.appended(node, k)) is not None}
-    bo_ops = Ops(Builder(body, None, scope.opset, cv.names, main_graph=False))
-    steps = {k: cv.append_step(node, k, t, bo_ops, body.outputs[1 + k].name or "appended") for k, (_, t) in appends.items()}
-    into = {k: cv.into(body.inputs[2 + k]) for k in appends}
-    keep = [k for k in range(n_carried) if k not in appends]
-    # The body's inputs first: its own rules read them.
-    new_body_inputs = list(body.inputs[:2])
-    for k in keep:
-        bi = body.inputs[2 + k]
-        if not mine[k]:
-            new_body_inputs.append(bi)
-            continue
-        ins = [ir.Value(name=n, type=t, shape=s) for n, t, s in cv.types(bi, bi.name or "carried")]
-        new_body_inputs += ins
-        cv.bind(bi, ins, bscope, None)
-    body.inputs.clear()
-    body.inputs.extend(new_body_inputs)
-    for k, (ins_node, _) in appends.items():
-        # The step's first scan output takes the sequence's output slot, so what lowering
-        # the body replaces it by lands there too.
-        body.outputs[1 + k] = steps[k][0]
-        cv.records.append(rewrite_record(ins_node, bscope, into[k], "append as a Loop scan output"))
-        body.remove(ins_node, safe=False)
-    cv.graph(bscope)
-    body_b = Builder(body, None, scope.opset, cv.names, main_graph=False)
-    new_outputs = [body.outputs[0]]
-    for k in keep:
-        bo = body.outputs[1 + k]
-        new_outputs += cv.tensors(bo, body_b) if mine[k] else [bo]
-    new_outputs += list(body.outputs[1 + n_carried :])
-    for k in appends:
-        new_outputs += [body.outputs[1 + k], *steps[k][1:]]
-    fixed = returned_by(body, new_outputs, cv.names, scope.opset)
-    body.outputs.clear()
-    body.outputs.extend(fixed)
-
-    outer_b = scope.builder(node, cv.names)
-    inputs: list[ir.Value | None] = list(node.inputs[:2])
-    protos: list[Proto] = []
-    spans: list[tuple[ir.Value | None, int, int | None]] = []
-    for k in keep:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        start = len(protos)
-        init = carried[k]
-        if mine[k]:
-            assert init is not None
-            inputs += cv.tensors(init, outer_b)
-            protos += cv.types(init, (out.name if out is not None else None) or "carried")
-            spans.append((out, start, len(protos) - start))
-        else:
-            inputs.append(init)
-            protos.append(proto_of(out, cv.names))
-            spans.append((out, start, None))
-    for out in node.outputs[n_carried : n_carried + n_scans]:
-        spans.append((out, len(protos), None))
-        protos.append(proto_of(out, cv.names))
-    scan_spans: list[tuple[int, int, int]] = []
-    for k, (_, t) in appends.items():
-        out = node.outputs[k] if k < len(node.outputs) else None
-        init = carried[k]
-        assert init is not None
-        types = cv.append_types(init, t, (out.name if out is not None else None) or "appended")
-        scan_spans.append((k, len(protos), len(types)))
-        protos += types
-    new = rebuild_node(node, inputs, protos)
-    for out, start, count in spans:
-        if out is None:
-            continue
-        if count is None:
-            take_over(out, new.outputs[start], scope.graph)
-        else:
-            cv.bind(out, new.outputs[start : start + count], scope, new)
-    after = Ops(Builder(scope.graph, node, scope.opset, cv.names, main_graph=scope.main))
-    for k, start, count in scan_spans:
-        out = node.outputs[k] if k < len(node.outputs) else None
-        init = carried[k]
-        if out is not None and init is not None:
-            cv.bind_appended(out, init, appends[k][1], list(new.outputs[start : start + count]), after)
-    if appends:
-        return f"Loop carrying {cv.carrying}; appends as scan outputs" if keep else "Loop: appends as scan outputs"
+    loop = _LoopConversion(cv, node, scope)
+    loop.convert_body()
+    new = loop.rebuild()
+    loop.bind_outputs(new)
+    if loop.appends:
+        return f"Loop carrying {cv.carrying}; appends as scan outputs" if loop.keep else "Loop: appends as scan outputs"
     return f"Loop carrying {cv.carrying}"
+
+
+class _LoopConversion:
+    """One Loop's conversion (see :func:`convert_loop`), in the order it must happen: the
+    body's signature, the body, then the node's."""
+
+    def __init__(self, cv: Converter, node: ir.Node, scope: Scope) -> None:
+        self.cv, self.node, self.scope = cv, node, scope
+        self.body = node.attributes["body"].as_graph()
+        self.bscope = Scope(self.body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
+        self.carried = list(node.inputs[2:])
+        self.n_scans = len(self.body.outputs) - 1 - len(self.carried)
+        self.mine = [cv.carries(node, k) for k in range(len(self.carried))]
+        self.appends = {k: a for k in range(len(self.carried)) if self.mine[k] and (a := cv.appended(node, k)) is not None}
+        self.keep = [k for k in range(len(self.carried)) if k not in self.appends]
+
+    def out(self, k: int) -> ir.Value | None:
+        return self.node.outputs[k] if k < len(self.node.outputs) else None
+
+    def convert_body(self) -> None:
+        cv, body = self.cv, self.body
+        bo_ops = Ops(Builder(body, None, self.scope.opset, cv.names, main_graph=False))
+        steps = {k: cv.append_step(self.node, k, t, bo_ops, body.outputs[1 + k].name or "appended") for k, (_, t) in self.appends.items()}
+        into = {k: cv.into(body.inputs[2 + k]) for k in self.appends}
+        # The body's inputs first: its own rules read them.
+        new_inputs = list(body.inputs[:2])
+        for k in self.keep:
+            bi = body.inputs[2 + k]
+            if not self.mine[k]:
+                new_inputs.append(bi)
+                continue
+            ins = [ir.Value(name=n, type=t, shape=s) for n, t, s in cv.types(bi, bi.name or "carried")]
+            new_inputs += ins
+            cv.bind(bi, ins, self.bscope, None)
+        body.inputs.clear()
+        body.inputs.extend(new_inputs)
+        for k, (ins_node, _) in self.appends.items():
+            # The step's first scan output takes the sequence's output slot, so what
+            # lowering the body replaces it by lands there too.
+            body.outputs[1 + k] = steps[k][0]
+            cv.records.append(rewrite_record(ins_node, self.bscope, into[k], "append as a Loop scan output"))
+            body.remove(ins_node, safe=False)
+        cv.graph(self.bscope)
+        body_b = Builder(body, None, self.scope.opset, cv.names, main_graph=False)
+        outputs = [body.outputs[0]]
+        for k in self.keep:
+            bo = body.outputs[1 + k]
+            outputs += cv.tensors(bo, body_b) if self.mine[k] else [bo]
+        outputs += list(body.outputs[1 + len(self.carried) :])
+        for k in self.appends:
+            outputs += [body.outputs[1 + k], *steps[k][1:]]
+        fixed = returned_by(body, outputs, cv.names, self.scope.opset)
+        body.outputs.clear()
+        body.outputs.extend(fixed)
+
+    def rebuild(self) -> ir.Node:
+        """The node with the converted inputs and outputs (typed by the converter)."""
+        cv = self.cv
+        outer_b = self.scope.builder(self.node, cv.names)
+        inputs: list[ir.Value | None] = list(self.node.inputs[:2])
+        self.protos: list[Proto] = []
+        self.spans: list[tuple[ir.Value | None, int, int | None]] = []
+        for k in self.keep:
+            out, init, start = self.out(k), self.carried[k], len(self.protos)
+            if self.mine[k]:
+                assert init is not None
+                inputs += cv.tensors(init, outer_b)
+                self.protos += cv.types(init, (out.name if out is not None else None) or "carried")
+                self.spans.append((out, start, len(self.protos) - start))
+            else:
+                inputs.append(init)
+                self.protos.append(proto_of(out, cv.names))
+                self.spans.append((out, start, None))
+        for out in self.node.outputs[len(self.carried) : len(self.carried) + self.n_scans]:
+            self.spans.append((out, len(self.protos), None))
+            self.protos.append(proto_of(out, cv.names))
+        self.scan_spans: list[tuple[int, int, int]] = []
+        for k, (_, t) in self.appends.items():
+            out, init = self.out(k), self.carried[k]
+            assert init is not None
+            types = cv.append_types(init, t, (out.name if out is not None else None) or "appended")
+            self.scan_spans.append((k, len(self.protos), len(types)))
+            self.protos += types
+        return rebuild_node(self.node, inputs, self.protos)
+
+    def bind_outputs(self, new: ir.Node) -> None:
+        for out, start, count in self.spans:
+            if out is None:
+                continue
+            if count is None:
+                take_over(out, new.outputs[start], self.scope.graph)
+            else:
+                self.cv.bind(out, new.outputs[start : start + count], self.scope, new)
+        after = Ops(Builder(self.scope.graph, self.node, self.scope.opset, self.cv.names, main_graph=self.scope.main))
+        for k, start, count in self.scan_spans:
+            out, init = self.out(k), self.carried[k]
+            if out is not None and init is not None:
+                self.cv.bind_appended(out, init, self.appends[k][1], list(new.outputs[start : start + count]), after)
 
 
 def map_as_loop(

@@ -112,16 +112,39 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         repeat until the body gives back nothing new (at most one round more than
         there are dims to widen). A rank the body changes restores every shape.
         """
+        candidates = self._loop_candidates(model)
+        if not candidates:
+            return False
+        snapshot = [(v, v.shape) for g in model.graphs() for v in _graph_values(g)]
+        anchored = input_dim_names(model)
+        # Each round that does not settle widens at least one declared dim to unknown.
+        for _ in range(1 + sum(shape.rank() for _, _, shape in candidates)):
+            for bi, _, shape in candidates:
+                bi.shape = shape
+            self._settle(model)
+            after = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
+            widened = _join_back(candidates, after, anchored)
+            if widened is None:
+                break
+            if not widened:
+                return True
+        for v, old in snapshot:
+            v.shape = old
+        return False
+
+    def _loop_candidates(self, model: ir.Model) -> list[list]:
+        """[body input, body output, the shape to start from] for each Loop-carried
+        sequence whose body input could be declared more precisely."""
         loops = [
             node for graph in model.graphs() for node in graph
             if node.op_type == "Loop" and is_default_domain(node) and "body" in node.attributes
             and any(isinstance(v.type, ir.SequenceType) for v in node.inputs[2:] if v is not None)
         ]
         if not loops:
-            return False  # nothing to prove: no analysis
+            return []  # nothing to prove: no analysis
         analysis = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
         anchored = input_dim_names(model)
-        candidates: list[list] = []  # [body input, body output, declared shape]
+        candidates: list[list] = []
         for node in loops:
             body = node.attributes["body"].as_graph()
             for k, init in enumerate(node.inputs[2:]):
@@ -141,33 +164,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 if bi.shape == shape or (bi.shape is not None and _at_least_as_precise(bi.shape, shape)):
                     continue
                 candidates.append([bi, body.outputs[1 + k], shape])
-        if not candidates:
-            return False
-        snapshot = [(v, v.shape) for g in model.graphs() for v in _graph_values(g)]
-        # Each round that does not settle widens at least one declared dim to unknown.
-        for _ in range(1 + sum(shape.rank() for _, _, shape in candidates)):
-            for bi, _, shape in candidates:
-                bi.shape = shape
-            self._settle(model)
-            after = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
-            widened = False
-            for cand in candidates:
-                out = after.info.get(cand[1])
-                if out is not None and out.length == 0:
-                    continue
-                back = None if out is None or out.elem_shape is None else _declarable(out.elem_shape, anchored)
-                joined = merge_shapes([cand[2], back])
-                if joined is None:  # the body changes the rank, or gives back elements of unknown rank
-                    for v, old in snapshot:
-                        v.shape = old
-                    return False
-                if joined != cand[2]:
-                    cand[2], widened = joined, True
-            if not widened:
-                return True
-        for v, old in snapshot:
-            v.shape = old
-        return False
+        return candidates
 
     def _onnx_inference(self, model: ir.Model) -> bool:
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -463,6 +460,23 @@ def _localize_outer_constants(proto: onnx.ModelProto) -> None:
                 stack.extend(a.graphs)
 
 
+def _join_back(candidates: list[list], after: Analysis, anchored: frozenset[str]) -> bool | None:
+    """Join what each body gives back into its declared shape; whether one widened, or
+    None when a body changes the rank or gives back elements of unknown rank."""
+    widened = False
+    for cand in candidates:
+        out = after.info.get(cand[1])
+        if out is not None and out.length == 0:
+            continue
+        back = None if out is None or out.elem_shape is None else _declarable(out.elem_shape, anchored)
+        joined = merge_shapes([cand[2], back])
+        if joined is None:
+            return None
+        if joined != cand[2]:
+            cand[2], widened = joined, True
+    return widened
+
+
 def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:
     """Shapes inside a model-local function, from the types its call sites pass.
 
@@ -470,25 +484,9 @@ def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:
     sites' merged input types gives its values the shapes every call agrees on, which
     is what lets a split inside a function unroll.
     """
-    calls = [
-        node
-        for g in (model.graph, *model.functions.values())
-        for node in ir.traversal.RecursiveGraphIterator(g)
-        if node.op_identifier() == function.identifier()
-    ]
-    if not calls:
+    input_types = _call_site_types(model, function)
+    if input_types is None:
         return False
-    input_types: list[onnx.TypeProto] = []
-    for i in range(len(function.inputs)):
-        args = [c.inputs[i] if i < len(c.inputs) else None for c in calls]
-        if any(a is None or a.type is None for a in args) or len({str(a.type) for a in args}) != 1:
-            return False
-        merged = merge_shapes([a.shape for a in args])
-        tp = onnx.TypeProto()
-        ir.serde.serialize_type_into(tp, args[0].type)
-        if merged is not None:
-            ir.serde.serialize_shape_into(tp, merged)
-        input_types.append(tp)
     fproto = ir.serde.serialize_function(function)
     graph = onnx.helper.make_graph(
         list(fproto.node),
@@ -509,26 +507,55 @@ def _infer_function(model: ir.Model, function: ir.Function, infer) -> bool:
         logger.info("shape inference inside %s failed (%s)", function.name, e)
         return False
     found = {vi.name: vi.type for vi in (*inferred.graph.value_info, *inferred.graph.output)}
+    found.update((v.name, tp) for v, tp in zip(function.inputs, input_types) if v.name)
     modified = False
     values = [v for node in ir.traversal.RecursiveGraphIterator(function) for v in node.outputs]
     for v in [*function.inputs, *values]:
         tp = found.get(v.name or "")
-        if v in function.inputs:
-            idx = list(function.inputs).index(v)
-            tp = input_types[idx]
-        if tp is None or not tp.WhichOneof("value"):
-            continue
-        new_type = ir.serde.deserialize_type_proto_for_type(tp)
-        new_shape = _sanitize(ir.serde.deserialize_type_proto_for_shape(tp))
-        if v.type is None and new_type is not None:
-            v.type = new_type
-            modified = True
-        if v.type is not None and new_type is not None and isinstance(v.type, ir.SequenceType) != isinstance(new_type, ir.SequenceType):
-            continue
-        shape = refine_shape(v.shape, new_shape)
-        if shape != v.shape:
-            v.shape = shape
-            modified = True
+        if tp is not None and tp.WhichOneof("value"):
+            modified |= _take_type(v, tp)
+    return modified
+
+
+def _call_site_types(model: ir.Model, function: ir.Function) -> list[onnx.TypeProto] | None:
+    """The type of each input of ``function`` as every call site passes it (shapes
+    merged), or None when there is no call or the calls disagree on a type."""
+    calls = [
+        node
+        for g in (model.graph, *model.functions.values())
+        for node in ir.traversal.RecursiveGraphIterator(g)
+        if node.op_identifier() == function.identifier()
+    ]
+    if not calls:
+        return None
+    input_types: list[onnx.TypeProto] = []
+    for i in range(len(function.inputs)):
+        args = [c.inputs[i] if i < len(c.inputs) else None for c in calls]
+        if any(a is None or a.type is None for a in args) or len({str(a.type) for a in args}) != 1:
+            return None
+        merged = merge_shapes([a.shape for a in args])
+        tp = onnx.TypeProto()
+        ir.serde.serialize_type_into(tp, args[0].type)
+        if merged is not None:
+            ir.serde.serialize_shape_into(tp, merged)
+        input_types.append(tp)
+    return input_types
+
+
+def _take_type(v: ir.Value, tp: onnx.TypeProto) -> bool:
+    """Give ``v`` the type (if it has none) and the refined shape ``tp`` says."""
+    new_type = ir.serde.deserialize_type_proto_for_type(tp)
+    new_shape = _sanitize(ir.serde.deserialize_type_proto_for_shape(tp))
+    modified = False
+    if v.type is None and new_type is not None:
+        v.type = new_type
+        modified = True
+    if v.type is not None and new_type is not None and isinstance(v.type, ir.SequenceType) != isinstance(new_type, ir.SequenceType):
+        return modified
+    shape = refine_shape(v.shape, new_shape)
+    if shape != v.shape:
+        v.shape = shape
+        modified = True
     return modified
 
 

@@ -797,69 +797,87 @@ def _collect(lw: _Lowerer, out: ir.Value, y: ir.Value, bo: ir.Value, first: Flat
     where the body's output shape is static; else the values carried by Concat with a
     scan output of shape rows, or, when the rank is only known at run time, with the
     shapes carried too and a scan output of ranks."""
-    width, ranked = lw.layout(out)
-    dtype = bo.dtype
-    assert dtype is not None
+    m = _MapOutput(lw, out, bo, first, bo_ops, o)
     shape = bo.shape
     r = shape.rank() if shape is not None else None
-    w = width if width is not None else r
-    name = out.name or "map"
-    flat_y = _flat_tensor(y, bo_ops, f"{name}_y")
-    c = Collected()
-
-    def carry(t: ir.Value, t_dtype: ir.DataType, what: str) -> None:
-        acc = ir.Value(name=lw.names.fresh(f"{name}_{what}_acc"), type=ir.TensorType(t_dtype), shape=ir.Shape([None]))
-        c.carried.append((o.empty(t_dtype), acc, bo_ops.concat([acc, t], 0, f"{name}_{what}_acc_next")))
-
-    def ranks_of(rank: int) -> ir.Value | None:
-        return o.op("Expand", [o.ints([rank]), lw.derive(first, "count1")], f"{name}_rank_list") if ranked else None
-
+    w = m.width if m.width is not None else r
+    flat_y = _flat_tensor(y, bo_ops, f"{m.name}_y")
     if shape is not None and all(isinstance(d, int) for d in shape.dims):
-        dims = [int(d) for d in shape.dims]
-        flat_y.shape = ir.Shape([int(np.prod(dims, dtype=np.int64))])
-        c.scans.append(flat_y)
         assert r is not None and w is not None
+        return m.scanned(flat_y, [int(d) for d in shape.dims], w)
+    if r is not None and w is not None:
+        return m.carried_with_rows(y, flat_y, r, w)
+    return m.carried_with_shapes(y, flat_y)
 
-        def finish_scan(carried: list[ir.Value], scans: list[ir.Value]) -> None:
-            scan = scans[0]
-            scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(dtype)
-            row = o.ints(dims + [1] * (w - r))
-            target = o.concat([lw.derive(first, "count1"), o.ints([w])], 0, f"{name}_target")
+
+class _MapOutput:
+    """One output of a map's Loop, collected one of three ways (see :func:`_collect`)."""
+
+    def __init__(self, lw: _Lowerer, out: ir.Value, bo: ir.Value, first: FlatSeq, bo_ops: Ops, o: Ops) -> None:
+        self.lw, self.out, self.first, self.bo_ops, self.o = lw, out, first, bo_ops, o
+        self.width, self.ranked = lw.layout(out)
+        assert bo.dtype is not None
+        self.dtype: ir.DataType = bo.dtype
+        self.name = out.name or "map"
+        self.c = Collected()
+
+    def carry(self, t: ir.Value, dtype: ir.DataType, what: str) -> None:
+        acc = ir.Value(name=self.lw.names.fresh(f"{self.name}_{what}_acc"), type=ir.TensorType(dtype), shape=ir.Shape([None]))
+        self.c.carried.append((self.o.empty(dtype), acc, self.bo_ops.concat([acc, t], 0, f"{self.name}_{what}_acc_next")))
+
+    def named(self, v: ir.Value, suffix: str, dtype: ir.DataType) -> ir.Value:
+        v.name, v.type = self.lw.names.fresh(f"{self.name}_{suffix}"), ir.TensorType(dtype)
+        return v
+
+    def ranks_of(self, rank: int) -> ir.Value | None:
+        if not self.ranked:
+            return None
+        return self.o.op("Expand", [self.o.ints([rank]), self.lw.derive(self.first, "count1")], f"{self.name}_rank_list")
+
+    def scanned(self, flat_y: ir.Value, dims: list[int], w: int) -> Collected:
+        lw, o, name = self.lw, self.o, self.name
+        flat_y.shape = ir.Shape([int(np.prod(dims, dtype=np.int64))])
+        self.c.scans.append(flat_y)
+
+        def finish(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            scan = self.named(scans[0], "scan", self.dtype)
+            row = o.ints(dims + [1] * (w - len(dims)))
+            target = o.concat([lw.derive(self.first, "count1"), o.ints([w])], 0, f"{name}_target")
             shapes = o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), target], f"{name}_rows")
-            lw.make(out, o.reshape(scan, o.ints([-1]), f"{name}_flat"), shapes, ranks_of(r), o, dtype)
+            lw.make(self.out, o.reshape(scan, o.ints([-1]), f"{name}_flat"), shapes, self.ranks_of(len(dims)), o, self.dtype)
 
-        c.finish, c.how = finish_scan, "scan output"
-    elif r is not None and w is not None:
-        carry(flat_y, dtype, "values")
-        row = lw.padded_dims(y, r, w, bo_ops, f"{name}_y")
+        self.c.finish, self.c.how = finish, "scan output"
+        return self.c
+
+    def carried_with_rows(self, y: ir.Value, flat_y: ir.Value, r: int, w: int) -> Collected:
+        self.carry(flat_y, self.dtype, "values")
+        row = self.lw.padded_dims(y, r, w, self.bo_ops, f"{self.name}_y")
         row.shape = ir.Shape([w])
-        c.scans.append(_scan_row(row, w, bo_ops, f"{name}_y"))
+        self.c.scans.append(_scan_row(row, w, self.bo_ops, f"{self.name}_y"))
 
-        def finish_carried(carried: list[ir.Value], scans: list[ir.Value]) -> None:
-            values, scan = carried[0], scans[0]
-            values.name, values.type = lw.names.fresh(f"{name}_flat"), ir.TensorType(dtype)
-            scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(INT64)
-            lw.make(out, values, _unscan_rows(scan, w, o, name), ranks_of(r), o, dtype)
+        def finish(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            values, scan = self.named(carried[0], "flat", self.dtype), self.named(scans[0], "scan", INT64)
+            self.lw.make(self.out, values, _unscan_rows(scan, w, self.o, self.name), self.ranks_of(r), self.o, self.dtype)
 
-        c.finish, c.how = finish_carried, "carried Concat"
-    else:
-        carry(flat_y, dtype, "values")
+        self.c.finish, self.c.how = finish, "carried Concat"
+        return self.c
+
+    def carried_with_shapes(self, y: ir.Value, flat_y: ir.Value) -> Collected:
+        bo_ops, name = self.bo_ops, self.name
+        self.carry(flat_y, self.dtype, "values")
         dims = bo_ops.shape(y, f"{name}_y_dims")
-        carry(dims, INT64, "dims")
+        self.carry(dims, INT64, "dims")
         rank = bo_ops.reshape(bo_ops.shape(dims, f"{name}_y_rank1"), bo_ops.ints([]), f"{name}_y_rank")
         rank.shape = ir.Shape([])
-        c.scans.append(rank)
+        self.c.scans.append(rank)
 
-        def finish_dims(carried: list[ir.Value], scans: list[ir.Value]) -> None:
-            values, dims_flat = carried
-            values.name, values.type = lw.names.fresh(f"{name}_flat"), ir.TensorType(dtype)
-            dims_flat.name, dims_flat.type = lw.names.fresh(f"{name}_dims_flat"), ir.TensorType(INT64)
-            ranks = scans[0]
-            ranks.name, ranks.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(INT64)
-            lw.make(out, values, lw.rows_from_dims(dims_flat, ranks, o, name), ranks, o, dtype)
+        def finish(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            values, dims_flat = self.named(carried[0], "flat", self.dtype), self.named(carried[1], "dims_flat", INT64)
+            ranks = self.named(scans[0], "scan", INT64)
+            self.lw.make(self.out, values, self.lw.rows_from_dims(dims_flat, ranks, self.o, name), ranks, self.o, self.dtype)
 
-        c.finish, c.how = finish_dims, "carried Concat of values and shapes"
-    return c
+        self.c.finish, self.c.how = finish, "carried Concat of values and shapes"
+        return self.c
 
 
 RULES = rules("flat")

@@ -562,67 +562,64 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         return "the body once on the stacks (batched)"
     base = node.outputs[0].name or "map"
     count = lw.count(lw.seq(node.inputs[0]), o, base)
-    steps: dict[Ops, ir.Value] = {}
-    count1: list[ir.Value] = []
-
-    def step1(bo_ops: Ops) -> ir.Value:
-        if bo_ops not in steps:
-            it = bo_ops.b.graph.inputs[0]
-            steps[bo_ops] = bo_ops.reshape(it, bo_ops.ints([1]), f"{base}_i1")
-        return steps[bo_ops]
+    count1: list[ir.Value] = []  # made once, after the Loop, if a Stacked output needs it
 
     def element(inp: ir.Value, it: ir.Value, bo_ops: Ops, name: str) -> ir.Value:
-        ps = lw.seq(inp)
-        if ps.axis is None and ps.data.dtype == ir.DataType.STRING:
-            # (a Slice, not Gather: see _sequence_at)
-            it1 = step1(bo_ops)
-            row = bo_ops.slice(ps.data, it1, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next"), [0], f"{name}_row")
-            return bo_ops.b.squeeze(row, [0], name)
-        if ps.axis is None:
-            return bo_ops.op("Gather", [ps.data, it], name, axis=0)
-        it1 = step1(bo_ops)
-        bounds = lw.bounds(ps, o, f"{inp.name or 'seq'}_map")
-        start = bo_ops.op("Gather", [bounds, it1], f"{name}_start")
-        end = bo_ops.op("Gather", [bounds, bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{base}_i1_next")], f"{name}_end")
-        return bo_ops.slice(ps.data, start, end, [ps.axis], name)
+        return _map_element(lw, lw.seq(inp), it, bo_ops, o, name, f"{inp.name or 'seq'}_map")
 
     def collect(k: int, y: ir.Value, bo: ir.Value, bo_ops: Ops) -> Collected:
         out = node.outputs[k]
-        name = out.name or base
-        dtype = bo.dtype
-        axis = lw.axis(out)
-        c = Collected()
-        if axis is None:
-            c.scans.append(bo_ops.unsqueeze(y, [0], f"{name}_y_step"))
+        if lw.axis(out) is not None:
+            return _collect_ragged(lw, out, y, bo, bo_ops, o)
+        c = Collected(scans=[bo_ops.unsqueeze(y, [0], f"{out.name or base}_y_step")], how="scan output")
 
-            def finish_stacked(carried: list[ir.Value], scans: list[ir.Value]) -> None:
-                scan = scans[0]
-                scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(dtype) if dtype is not None else None
-                if not count1:
-                    count1.append(o.reshape(count, o.ints([1]), f"{base}_count1"))
-                lw.set(out, lw.exact(out, scan, count1[0], o, f"{name}_{k}"))
+        def finish(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+            scan = scans[0]
+            scan.name, scan.type = lw.names.fresh(f"{out.name or base}_scan"), ir.TensorType(bo.dtype) if bo.dtype is not None else None
+            if not count1:
+                count1.append(o.reshape(count, o.ints([1]), f"{base}_count1"))
+            lw.set(out, lw.exact(out, scan, count1[0], o, f"{out.name or base}_{k}"))
 
-            c.finish, c.how = finish_stacked, "scan output"
-            return c
-        # Ragged output: data grows by a Concat along the axis, lengths are a scan output.
-        assert dtype is not None
-        acc = ir.Value(name=lw.names.fresh(f"{name}_acc"), type=ir.TensorType(dtype), shape=lw.elem(out))
-        init = o.op("Expand", [o.b.zeros(dtype, (), "zero"), lw.elem_dims(out, o, f"{name}_init", along=o.ints([0]))], f"{name}_acc_init", dtype=dtype)
-        c.carried.append((init, acc, bo_ops.concat([acc, y], axis, f"{name}_acc_next")))
-        size = _len_along(y, axis, bo_ops, f"{name}_y")
-        c.scans.append(bo_ops.reshape(size, bo_ops.ints([]), f"{name}_y_size"))
-
-        def finish_ragged(carried: list[ir.Value], scans: list[ir.Value]) -> None:
-            data, scan = carried[0], scans[0]
-            data.name, data.type = lw.names.fresh(f"{name}_data"), ir.TensorType(dtype)
-            scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(INT64)
-            lw.set(out, data, o.reshape(scan, o.ints([-1]), f"{name}_lengths"))
-
-        c.finish, c.how = finish_ragged, "carried Concat"
+        c.finish = finish
         return c
 
     map_as_loop(lw, node, o, scope, element, count, collect)
     return "Loop with scan outputs"
+
+
+def _map_element(lw: _Lowerer, ps: Packed, it: ir.Value, bo_ops: Ops, o: Ops, name: str, base: str) -> ir.Value:
+    """Element ``it`` (the map Loop's step) of a packed value, in the Loop's body."""
+    if ps.axis is None and ps.data.dtype != ir.DataType.STRING:
+        return bo_ops.op("Gather", [ps.data, it], name, axis=0)
+    it1 = bo_ops.reshape(it, bo_ops.ints([1]), f"{name}_i1")
+    next1 = bo_ops.op("Add", [it1, bo_ops.ints([1])], f"{name}_i1_next")
+    if ps.axis is None:  # strings: a Slice, not Gather (see _sequence_at)
+        return bo_ops.b.squeeze(bo_ops.slice(ps.data, it1, next1, [0], f"{name}_row"), [0], name)
+    bounds = lw.bounds(ps, o, base)
+    start = bo_ops.op("Gather", [bounds, it1], f"{name}_start")
+    end = bo_ops.op("Gather", [bounds, next1], f"{name}_end")
+    return bo_ops.slice(ps.data, start, end, [ps.axis], name)
+
+
+def _collect_ragged(lw: _Lowerer, out: ir.Value, y: ir.Value, bo: ir.Value, bo_ops: Ops, o: Ops) -> Collected:
+    """A Ragged output of a map's Loop: the data grows by a Concat along the axis, the
+    lengths are a scan output."""
+    axis, dtype, name = lw.axis(out), bo.dtype, out.name or "map"
+    assert axis is not None and dtype is not None
+    acc = ir.Value(name=lw.names.fresh(f"{name}_acc"), type=ir.TensorType(dtype), shape=lw.elem(out))
+    init = o.op("Expand", [o.b.zeros(dtype, (), "zero"), lw.elem_dims(out, o, f"{name}_init", along=o.ints([0]))], f"{name}_acc_init", dtype=dtype)
+    size = _len_along(y, axis, bo_ops, f"{name}_y")
+    c = Collected(carried=[(init, acc, bo_ops.concat([acc, y], axis, f"{name}_acc_next"))],
+                  scans=[bo_ops.reshape(size, bo_ops.ints([]), f"{name}_y_size")], how="carried Concat")
+
+    def finish(carried: list[ir.Value], scans: list[ir.Value]) -> None:
+        data, scan = carried[0], scans[0]
+        data.name, data.type = lw.names.fresh(f"{name}_data"), ir.TensorType(dtype)
+        scan.name, scan.type = lw.names.fresh(f"{name}_scan"), ir.TensorType(INT64)
+        lw.set(out, data, o.reshape(scan, o.ints([-1]), f"{name}_lengths"))
+
+    c.finish = finish
+    return c
 
 
 RULES = rules("packed")

@@ -200,3 +200,28 @@ def test_a_huge_constant_trip_count_leaves_the_length_unknown():
     out = next(n for n in model_ir.graph if n.op_type == "Loop").outputs[0]
     info = analyze(model_ir).info[out]
     assert info.length is None and info.elem_shape == ir.Shape([2])
+
+
+def test_a_tensor_of_unknown_rank_entering_a_web_makes_its_width_a_run_time_one():
+    # x has no rank at all; the list built from it and a rank-1 tensor is Flat with its
+    # width left to run time and ranks carried, or, while the rounds may still find the
+    # rank (runtime_ranks=False), kept with the reason.
+    m = model(
+        [
+            helper.make_node("SequenceConstruct", ["x", "v"], ["s"]),
+            helper.make_node("SequenceAt", ["s", "p"], ["y"]),
+        ],
+        [t("x", FLOAT, ["A"]), t("v", FLOAT, ["V"]), t("p", INT64, [])],
+        [t("y", FLOAT, ["A"])],
+    )
+    m.graph.input[0].type.tensor_type.ClearField("shape")
+    m.graph.output[0].type.tensor_type.ClearField("shape")
+    irm, a, _ = _analyze(m)
+    s = next(v for v in a.info if v.name == "s")
+    assert a.web_of[s].flat
+    layout = a.layout_of[s]
+    assert layout.width is None and layout.ranked
+    _, waiting, _ = _analyze(m, runtime_ranks=False)
+    s = next(v for v in waiting.info if v.name == "s")
+    assert waiting.web_of[s].repr == "kept"
+    assert waiting.web_of[s].reason == "the rank of 'x', an element of 's', is unknown"
