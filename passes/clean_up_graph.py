@@ -1,9 +1,12 @@
 """Remove what the lowerings left dead and put nodes back in topological order.
 
 1. onnx_ir's ``RemoveUnusedNodesPass`` (dead nodes and initializers, in subgraphs and
-   functions too), then a guard: that pass strips trailing empty inputs, which turns
-   ``Loop(M, "")`` (no condition, no carried values) into a one-input Loop the checker
-   rejects, so Loops get their two leading inputs back.
+   functions too), then two guards. That pass leaves the nodes inside a removed If's or
+   Loop's bodies reading the outer values they read, so those values keep uses from
+   nodes no graph holds (and cannot be removed safely later): such reads are dropped,
+   and the pass runs again for what that made dead. It also strips trailing empty
+   inputs, which turns ``Loop(M, "")`` (no condition, no carried values) into a
+   one-input Loop the checker rejects, so Loops get their two leading inputs back.
 2. onnx_ir's ``TopologicalSortPass`` (stable, so unchanged parts keep their order).
 """
 
@@ -13,6 +16,8 @@ import logging
 
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
+
+from seqlower.builder import subgraphs
 
 __all__ = ["CleanUpGraphPass"]
 
@@ -25,9 +30,33 @@ _MIN_INPUTS = {"Loop": 2}
 class CleanUpGraphPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = RemoveUnusedNodesPass()(model).modified
+        while _drop_reads_from_removed_bodies(model):
+            RemoveUnusedNodesPass()(model)
         _restore_leading_inputs(model)
         modified |= TopologicalSortPass()(model).modified
         return ir.passes.PassResult(model, modified)
+
+
+def _drop_reads_from_removed_bodies(model: ir.Model) -> bool:
+    """Detach every use of a live value by a node that no live graph holds."""
+    live: dict[int, ir.Graph | ir.Function] = {}
+    for top in (model.graph, *model.functions.values()):
+        live[id(top)] = top
+        if isinstance(top, ir.Function):
+            live[id(top.graph)] = top  # its nodes' graph
+        for node in ir.traversal.RecursiveGraphIterator(top):
+            for sub in subgraphs(node):
+                live[id(sub)] = sub
+    dropped = False
+    for g in live.values():
+        values = [*g.inputs, *(g.initializers.values() if isinstance(g, ir.Graph) else ()), *(v for n in g for v in n.outputs)]
+        for v in values:
+            for use in list(v.uses()):
+                node, index = use.node, use.idx
+                if node.graph is None or id(node.graph) not in live:
+                    node.replace_input_with(index, None)
+                    dropped = True
+    return dropped
 
 
 def _restore_leading_inputs(model: ir.Model) -> None:

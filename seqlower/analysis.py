@@ -1,5 +1,6 @@
 """The sequence analysis: what is known about every sequence value at compile time
-(the lattice's values and join are in ``seqlower.lattice``, the choice of
+(the lattice's values and join are in ``seqlower.lattice``, the transfer functions of
+If, Loop, Scan and SequenceMap in ``seqlower.transfer_control``, the choice of
 representation per web in ``seqlower.choose``, SplitToSequence's facts in
 ``seqlower.splits``, IR helpers in ``seqlower.irutil``; their names are re-exported
 here).
@@ -20,7 +21,6 @@ model invalid: they raise :class:`~seqlower.errors.ModelError` naming the node.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -33,13 +33,12 @@ from seqlower.builder import merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.irutil import (
     _int_attr,
-    _subgraph,
-    loop_runs_all_trips,
+    loop_runs_all_trips,  # noqa: F401 - re-exported
     loop_shapes_consistent,  # noqa: F401 - re-exported
     _rank_of,  # noqa: F401 - re-exported
     _shape_of,
     _users,  # noqa: F401 - re-exported
-    anchored_shape,
+    anchored_shape,  # noqa: F401 - re-exported
     const_array,
     const_position,
     graph_label,
@@ -48,14 +47,14 @@ from seqlower.irutil import (
     node_label,
 )
 from seqlower.choose import LOWERABLE_OPS, Analysis, Chooser, Layout, Web
+from seqlower.transfer_control import ControlFlow
 from seqlower.splits import (
-    STATIC_LENGTH_LIMIT,
     dynamic_split_squeezes,
     split_sizes,
     split_squeezes,
     unchanged_split_source,  # noqa: F401 - re-exported
 )
-from seqlower.lattice import SeqInfo, _fully_known, join, shape_json
+from seqlower.lattice import SeqInfo, _fully_known, shape_json
 
 __all__ = [
     "SeqInfo",
@@ -76,7 +75,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_WIDEN_AFTER = 4
 
 
 
@@ -85,7 +83,7 @@ _WIDEN_AFTER = 4
 # -- the analysis -----------------------------------------------------------------------
 
 
-class _Analyzer(Chooser):
+class _Analyzer(ControlFlow, Chooser):
     def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str, packed: bool = True,
                  runtime_ranks: bool = True) -> None:
         self.model = model
@@ -390,182 +388,6 @@ class _Analyzer(Chooser):
         s = self._need_seq(node, 0)
         if s.length == 0:
             self._fail(node, "concatenates an empty sequence (an error on every runtime)")
-
-    def _t_Identity(self, node: ir.Node, label: str) -> None:
-        s = self._in(node, 0)
-        if s is None:
-            return
-        self._set(node.outputs[0], s, label)
-        self._link([node.inputs[0], node.outputs[0]])
-
-    def _t_If(self, node: ir.Node, label: str) -> None:
-        branches = [(name, _subgraph(node, name)) for name in ("then_branch", "else_branch")]
-        for name, g in branches:
-            if g is None:
-                raise ModelError(f"{node_label(node)}: missing attribute {name}")
-            self._graph(g, f"{label} > {node_label(node)}.{name}")
-        then_g, else_g = branches[0][1], branches[1][1]
-        assert then_g is not None and else_g is not None
-        if len(then_g.outputs) != len(node.outputs) or len(else_g.outputs) != len(node.outputs):
-            raise ModelError(f"{node_label(node)}: branches have a different number of outputs than the node")
-        for out, a, b in zip(node.outputs, then_g.outputs, else_g.outputs):
-            ia, ib = self.result.info.get(a), self.result.info.get(b)
-            if ia is None and ib is None:
-                self._seed_from_type(out, label)
-                continue
-            if ia is None or ib is None:
-                raise ModelError(f"{node_label(node)}: output '{out.name}' is a sequence in one branch only")
-            self._set(out, join(ia, ib), label)
-            self._link([a, out, b])
-
-    def _t_Loop(self, node: ir.Node, label: str) -> None:
-        body = _subgraph(node, "body")
-        if body is None:
-            raise ModelError(f"{node_label(node)}: missing attribute body")
-        blabel = f"{label} > {node_label(node)}.body"
-        carried_in = list(node.inputs[2:])
-        n_carried = len(carried_in)
-        if len(body.inputs) != n_carried + 2 or len(body.outputs) < n_carried + 1:
-            raise ModelError(f"{node_label(node)}: body signature does not match the node's inputs")
-        init = [self.result.info.get(v) if v is not None else None for v in carried_in]
-        if all(i is None for i in init):
-            # No carried sequence: one pass, so nested loops stay linear.
-            for bi in body.inputs:
-                self._seed_from_type(bi, blabel)
-            self._graph(body, blabel)
-            for out in node.outputs:
-                self._seed_from_type(out, label)
-            for bo in [*body.inputs[2:], *body.outputs[1:], *node.outputs]:
-                if bo in self.result.info:
-                    self._block(bo, f"'{bo.name}' is carried by {node_label(node)} from a value seqlower cannot analyse")
-            return
-        for k, bi in enumerate(body.inputs[2:]):
-            if init[k] is None:
-                self._seed_from_type(bi, blabel)
-        # Probe: does one iteration append exactly one element? (errors are not the
-        # body's fault here: the probe's lengths are hypothetical)
-        appends = [False] * n_carried
-        state = [None if i is None else SeqInfo.unknown(i.dtype, i.elem_shape, i.uniform) for i in init]
-        if any(i is not None and i.length is not None for i in init):
-            self._quiet += 1
-            try:
-                for k, i in enumerate(init):
-                    if i is not None:
-                        self.result.info[body.inputs[2 + k]] = i
-                self._graph(body, blabel)
-                for k, i in enumerate(init):
-                    o = self.result.info.get(body.outputs[1 + k])
-                    appends[k] = i is not None and o is not None and i.length is not None and o.length == i.length + 1
-                    if i is not None and i.length == 0 and o is not None and o.length != 0:
-                        # An empty initial value has no element shape to merge: what
-                        # the first iteration puts in is where the widening starts
-                        # (TorchScript's `xs = []` before a loop that appends).
-                        state[k] = SeqInfo.unknown(o.dtype or i.dtype, o.elem_shape, o.uniform)
-            finally:
-                self._quiet -= 1
-        # Fixpoint over widened states: lengths unknown, shapes merged until stable.
-        for rounds in range(_WIDEN_AFTER + 1):
-            for k, st in enumerate(state):
-                if st is not None:
-                    self._set(body.inputs[2 + k], st, blabel)
-            self._graph(body, blabel)
-            changed = False
-            for k, st in enumerate(state):
-                if st is None:
-                    continue
-                o = self.result.info.get(body.outputs[1 + k])
-                if o is None:
-                    raise ModelError(f"{node_label(node)}: carried value {k} is a sequence outside the body only")
-                new = join(st, SeqInfo.unknown(o.dtype, o.elem_shape, o.uniform) if o.length != 0 else o)
-                if rounds == _WIDEN_AFTER - 1 and new != st:
-                    new = SeqInfo.unknown(st.dtype)
-                if new != st:
-                    state[k], changed = new, True
-            if not changed:
-                break
-        trip = const_array(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
-        cond_free = loop_runs_all_trips(node, body)
-        for k, st in enumerate(state):
-            out = node.outputs[k] if k < len(node.outputs) else None
-            if st is None or out is None:
-                continue
-            i = init[k]
-            final = st
-            if i is not None and i.length is not None:
-                o = self.result.info.get(body.outputs[1 + k])
-                unchanged = o is not None and body.outputs[1 + k] is body.inputs[2 + k]
-                if unchanged:
-                    final = i
-                elif appends[k] and trip is not None and trip.size == 1 and cond_free:
-                    length = i.length + int(trip.reshape(()))
-                    if length == i.length:
-                        final = i
-                    elif length > STATIC_LENGTH_LIMIT:  # a huge trip count: known only at run time
-                        final = SeqInfo.unknown(st.dtype, st.elem_shape, st.uniform)
-                    else:
-                        final = dataclasses.replace(st, length=length, shapes=(st.elem_shape,) * length, consts=(None,) * length)
-            self._set(out, final, label)
-            blocked = f"'{out.name}' is carried by {node_label(node)}"
-            for v in (carried_in[k], body.inputs[2 + k], body.outputs[1 + k], out):
-                if v is not None and v in self.result.info:
-                    self._block(v, blocked, hard=False)
-            self._link([carried_in[k], body.inputs[2 + k], body.outputs[1 + k], out])
-
-    def _t_Scan(self, node: ir.Node, label: str) -> None:
-        body = _subgraph(node, "body")
-        if body is not None:
-            self._graph(body, f"{label} > {node_label(node)}.body")
-        self._opaque(node, label, node_label(node))
-
-    def _t_SequenceMap(self, node: ir.Node, label: str) -> None:
-        body = _subgraph(node, "body")
-        if body is None:
-            raise ModelError(f"{node_label(node)}: missing attribute body")
-        first = self._need_seq(node, 0)
-        if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
-            raise ModelError(f"{node_label(node)}: body signature does not match the node")
-        for i, v in enumerate(node.inputs[1:], start=1):
-            s = self._in(node, i)
-            if s is not None and s.length is not None and first.length is not None and s.length < first.length:
-                self._fail(node, f"sequence input {i} has {s.length} elements, fewer than the first's {first.length}")
-        self._graph(body, f"{label} > {node_label(node)}.body")
-        n = first.length
-        # The body's shapes follow from its declared input shapes. Where every sequence
-        # input's elements all have the declared shape, an output shape of numbers and
-        # model-input dims is the same for every element; otherwise the body's symbolic
-        # dims name per-iteration sizes and, outside, only numbers hold.
-        inputs_match = all(
-            self._declared_matches(bi.shape, self.result.info.get(v))
-            for v, bi in zip(node.inputs, body.inputs) if v is not None and v in self.result.info
-        )
-        for out, bo in zip(node.outputs, body.outputs):
-            dtype = bo.dtype
-            uniform = inputs_match and bo.shape is not None and anchored_shape(bo.shape, self._anchored)
-            shape = None
-            if bo.shape is not None:
-                shape = ir.Shape([
-                    d if isinstance(d, int) or (inputs_match and anchored_shape(ir.Shape([d]), self._anchored)) else None
-                    for d in bo.shape.dims
-                ])
-            if n is None:
-                self._set(out, SeqInfo.unknown(dtype, shape, uniform), label)
-            else:
-                self._set(out, SeqInfo(dtype, n, (shape,) * n, shape if n else None, uniform and n > 0, (None,) * n), label)
-        # One web (Unrolled needs every input unrolled), but each input and output keeps
-        # its own Flat layout: the body may change ranks.
-        self._link([*node.inputs, *node.outputs], layout=False)
-
-    def _declared_matches(self, declared: ir.Shape | None, info: SeqInfo | None) -> bool:
-        """Whether a body input's declared shape holds for every element of the sequence
-        bound to it: same rank, and each declared size (a number or a model-input dim) is
-        the elements' size there. The body's inferred shapes rest on the declared ones."""
-        if info is None or info.elem_shape is None or declared is None or declared.rank() != info.elem_shape.rank():
-            return info is not None and info.length == 0
-        for d, e in zip(declared.dims, info.elem_shape.dims):
-            named = isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value is not None)
-            if named and not (d == e and anchored_shape(ir.Shape([e]), self._anchored)):
-                return False
-        return True
 
     # decisions -------------------------------------------------------------------------
 

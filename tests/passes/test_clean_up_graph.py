@@ -1,4 +1,5 @@
-"""Clean-up keeps Loop valid after onnx_ir strips trailing empty inputs."""
+"""Clean-up keeps Loop valid after onnx_ir strips trailing empty inputs, and leaves no
+value used by the body of a node it removed."""
 
 from __future__ import annotations
 
@@ -31,3 +32,23 @@ def test_loop_without_cond_or_carried_values_keeps_two_inputs():
     assert [n.op_type for n in irm.graph] == ["Loop"] and "unused" not in irm.graph.initializers
     onnx.checker.check_model(to_proto(irm), full_check=True)
     assert not CleanUpGraphPass()(irm).modified
+
+
+def test_a_removed_ifs_branches_stop_reading_outer_values():
+    # s feeds only the dead If's branches: onnx_ir removes the If but its branch nodes
+    # would keep reading s, so s (and its producer) could never be removed safely.
+    branch = lambda op, out: body([helper.make_node(op, ["s"], [out])], [], [t(out, FLOAT, [2])])  # noqa: E731
+    m = model(
+        [
+            helper.make_node("Neg", ["x"], ["s"]),
+            helper.make_node("If", ["c"], ["dead"], then_branch=branch("Abs", "a"), else_branch=branch("Relu", "r")),
+            helper.make_node("Identity", ["x"], ["y"]),
+        ],
+        [t("x", FLOAT, [2]), t("c", BOOL, [])],
+        [t("y", FLOAT, [2])],
+    )
+    irm = ir.serde.deserialize_model(m)
+    assert CleanUpGraphPass()(irm).modified
+    assert [n.op_type for n in irm.graph] == ["Identity"]
+    x = irm.graph.inputs[0]
+    assert [u.node.op_type for u in x.uses()] == ["Identity"]
