@@ -30,13 +30,14 @@ from typing import Any
 
 import onnx_ir as ir
 
-from seqlower.analysis import is_default_domain, node_label
+from seqlower.analysis import Analysis, analyze, is_default_domain, node_label
 from seqlower.builder import Builder, NameAuthority
 from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
     inline_map_body,
     map_loop_body,
+    note_max_unroll,
     rebuild_node,
     returned_by,
     rewrite_record,
@@ -47,8 +48,8 @@ from seqlower.passes._rewrite import (
 from seqlower.passes._tensor_ops import Ops
 
 __all__ = [
-    "Converter", "Proto", "Collected", "Rule", "rule", "rules", "REPRESENTATIONS", "convert_if", "convert_loop",
-    "map_as_loop", "proto_of",
+    "Converter", "Proto", "Collected", "Rule", "rule", "rules", "REPRESENTATIONS", "WebLoweringPass", "convert_if",
+    "convert_loop", "map_as_loop", "proto_of",
 ]
 
 # A rule lowers one node: (converter, node, emitter, scope) -> how, for the report. The
@@ -228,6 +229,36 @@ class Converter:
     def bind_appended(self, out: ir.Value, carried: ir.Value, t: ir.Value, scans: list[ir.Value], o: Ops) -> None:
         """After the Loop: ``out`` is the initial value followed by the scanned steps."""
         raise NotImplementedError
+
+
+class WebLoweringPass(ir.passes.InPlacePass):
+    """Lower every web the analysis gives this pass's representation (``web_repr``) with
+    its lowerer (``lowerer(model, analysis, keepdims_policy)``)."""
+
+    web_repr: str = ""
+    lowerer: Callable[[ir.Model, Analysis, str], Converter]
+    # How the report's note names what --max-unroll made a web become instead (None: no note).
+    instead: str | None = None
+
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True,
+                 runtime_ranks: bool = True) -> None:
+        super().__init__()
+        self.max_unroll = max_unroll
+        self.keepdims_policy = keepdims_policy
+        self.packed = packed
+        self.runtime_ranks = runtime_ranks
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed,
+                           runtime_ranks=self.runtime_ranks)
+        webs = [w for w in analysis.webs if w.repr == self.web_repr]
+        if not webs:
+            return ir.passes.PassResult(model, False)
+        if self.instead is not None:
+            note_max_unroll(model, webs, self.instead)
+        lw = type(self).lowerer(model, analysis, self.keepdims_policy)
+        lw.lower_model()
+        return ir.passes.PassResult(model, lw.modified)
 
 
 def convert_if(cv: Converter, node: ir.Node, scope: Scope) -> bool:

@@ -48,15 +48,23 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import (
     Scope,
     append_once,
-    note_max_unroll,
     replace_output,
     sequence_abi_entry,
     write_abi,
 )
-from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop, rule, rules
+from seqlower.passes.convert import (
+    Collected,
+    Converter,
+    Proto,
+    WebLoweringPass,
+    convert_if,
+    convert_loop,
+    map_as_loop,
+    rule,
+    rules,
+)
 from seqlower.analysis import (
     Analysis,
-    analyze,
     anchored_shape,
     dynamic_split_squeezes,
     loop_shapes_consistent,
@@ -89,26 +97,16 @@ class FlatSeq:
     derived: dict[str, ir.Value] = field(default_factory=dict)
 
 
-class LowerFlatSequencesPass(ir.passes.InPlacePass):
-    """Rewrite every Flat web (see ``seqlower.analysis``) into tensor ops."""
+class LowerFlatSequencesPass(WebLoweringPass):
+    """Rewrite every Flat web (see ``seqlower.analysis``) into tensor ops; with
+    ``runtime_ranks`` False, a web where a tensor of unknown rank enters waits (kept)."""
 
-    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True,
-                 runtime_ranks: bool = True) -> None:
-        super().__init__()
-        self.max_unroll = max_unroll
-        self.keepdims_policy = keepdims_policy
-        self.packed = packed
-        self.runtime_ranks = runtime_ranks
+    web_repr = "flat"
+    instead = "Flat"
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed,
-                           runtime_ranks=self.runtime_ranks)
-        if not any(w.flat for w in analysis.webs):
-            return ir.passes.PassResult(model, False)
-        note_max_unroll(model, [w for w in analysis.webs if w.flat], "Flat")
-        lw = _Lowerer(model, analysis, self.keepdims_policy)
-        lw.lower_model()
-        return ir.passes.PassResult(model, lw.modified)
+    @staticmethod
+    def lowerer(model: ir.Model, analysis: Analysis, policy: str) -> Converter:
+        return _Lowerer(model, analysis, policy)
 
 
 class _Lowerer(Converter):

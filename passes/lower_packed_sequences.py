@@ -26,17 +26,25 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import (
     Scope,
     append_once,
-    note_max_unroll,
     replace_output,
     sequence_abi_entry,
     write_abi,
 )
-from seqlower.passes.convert import Collected, Converter, Proto, convert_if, convert_loop, map_as_loop, rule, rules
+from seqlower.passes.convert import (
+    Collected,
+    Converter,
+    Proto,
+    WebLoweringPass,
+    convert_if,
+    convert_loop,
+    map_as_loop,
+    rule,
+    rules,
+)
 from seqlower.passes._batched_map import batched_plan, run_batched
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
     Analysis,
-    analyze,
     dynamic_split_squeezes,
     model_input_dims,
     node_label,
@@ -63,23 +71,15 @@ class Packed:
         return [self.data] if self.lengths is None else [self.data, self.lengths]
 
 
-class LowerPackedSequencesPass(ir.passes.InPlacePass):
+class LowerPackedSequencesPass(WebLoweringPass):
     """Rewrite every packed web into Stacked or Ragged tensors."""
 
-    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True) -> None:
-        super().__init__()
-        self.max_unroll = max_unroll
-        self.keepdims_policy = keepdims_policy
-        self.packed = packed
+    web_repr = "packed"
+    instead = "packed"
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed)
-        if not any(w.packed for w in analysis.webs):
-            return ir.passes.PassResult(model, False)
-        note_max_unroll(model, [w for w in analysis.webs if w.packed], "packed")
-        lw = _Lowerer(model, analysis, self.keepdims_policy)
-        lw.lower_model()
-        return ir.passes.PassResult(model, lw.modified)
+    @staticmethod
+    def lowerer(model: ir.Model, analysis: Analysis, policy: str) -> Converter:
+        return _Lowerer(model, analysis, policy)
 
 
 class _Lowerer(Converter):

@@ -40,10 +40,9 @@ from seqlower.passes._rewrite import (
     inline_graph,
     replace_output,
 )
-from seqlower.passes.convert import Converter, Proto, convert_if, rule, rules
+from seqlower.passes.convert import Converter, Proto, WebLoweringPass, convert_if, rule, rules
 from seqlower.analysis import (
     Analysis,
-    analyze,
     const_array,
     const_position,
     node_label,
@@ -77,21 +76,17 @@ class Elem:
         return Elem(None, c, ir.Shape(c.shape), ir.DataType.from_numpy(c.dtype))
 
 
-class LowerUnrolledSequencesPass(ir.passes.InPlacePass):
+class LowerUnrolledSequencesPass(WebLoweringPass):
     """Rewrite every Unrolled web (see ``seqlower.analysis``) into tensor ops."""
 
-    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto") -> None:
-        super().__init__()
-        self.max_unroll = max_unroll
-        self.keepdims_policy = keepdims_policy
+    web_repr = "unrolled"
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy)
-        if not any(w.unrolled for w in analysis.webs):
-            return ir.passes.PassResult(model, False)
-        lowerer = _Lowerer(model, analysis, self.keepdims_policy)
-        lowerer.lower_model()
-        return ir.passes.PassResult(model, lowerer.modified)
+    def __init__(self, max_unroll: int = 64, keepdims_policy: str = "auto") -> None:
+        super().__init__(max_unroll, keepdims_policy)
+
+    @staticmethod
+    def lowerer(model: ir.Model, analysis: Analysis, policy: str) -> Converter:
+        return _Lowerer(model, analysis, policy)
 
 
 class _Lowerer(Converter):
