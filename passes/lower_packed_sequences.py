@@ -158,7 +158,7 @@ class _Lowerer(Converter):
         # Shape hints go on the values this lowering made: `data` may be the model's own
         # input (an unbind along axis 0 is the input itself), whose declared shape stays.
         if data.producer() is not None:
-            data.shape = ir.Shape([None, *dims]) if axis is None else ir.Shape(dims)
+            data.shape = ir.Shape([self.length_dim(v), *dims]) if axis is None else ir.Shape(dims)
         if lengths is not None and lengths.producer() is not None:
             lengths.shape = ir.Shape([None])
         source = data if lengths is None else lengths
@@ -167,12 +167,19 @@ class _Lowerer(Converter):
         self.seqs[v] = Packed(data, lengths, axis, home, p)
         return self.seqs[v]
 
+    def length_dim(self, v: ir.Value) -> str | None:
+        """A Stacked value's leading dim: the model input's dim its length is (a split of
+        that dim into ones, and what maps or passes it on), else unknown."""
+        info = self.analysis.info.get(v)
+        sym = info.length_sym if info is not None else None
+        return sym[0] if sym is not None and sym[1] == 0 else None
+
     def types(self, v: ir.Value, base: str) -> list[Proto]:
         """Name, type and shape of the tensors standing for ``v`` in a signature."""
         elem_type = v.type.elem_type if isinstance(v.type, ir.SequenceType) else None
         dims = list(self.elem(v).dims)
         if self.axis(v) is None:
-            return [(self.names.fresh(f"{base}_data"), elem_type, ir.Shape([None, *dims]))]
+            return [(self.names.fresh(f"{base}_data"), elem_type, ir.Shape([self.length_dim(v), *dims]))]
         return [(self.names.fresh(f"{base}_data"), elem_type, ir.Shape(dims)),
                 (self.names.fresh(f"{base}_lengths"), ir.TensorType(INT64), ir.Shape([None]))]
 

@@ -54,7 +54,7 @@ from seqlower.splits import (
     split_squeezes,
     unchanged_split_source,  # noqa: F401 - re-exported
 )
-from seqlower.lattice import SeqInfo, _fully_known, shape_json
+from seqlower.lattice import SeqInfo, _fully_known, shape_json, shifted
 
 __all__ = [
     "SeqInfo",
@@ -280,6 +280,7 @@ class _Analyzer(ControlFlow, Chooser):
         # Length maybe known, shapes not (or rank unknown).
         elem = None
         uniform = False
+        sym = None
         if shape is not None and rank is not None:
             squeeze = dynamic_split_squeezes(node, self.policy)
             if squeeze is None:
@@ -289,6 +290,9 @@ class _Analyzer(ControlFlow, Chooser):
             dims = list(shape.dims)
             # Chunks of one (no split, or a constant scalar split of 1) all share a shape.
             ones = not has_split or (split is not None and split.ndim == 0 and int(split) == 1)
+            along = dims[axis]
+            if ones and isinstance(along, ir.SymbolicDim) and along.value in self._anchored:
+                sym = (along.value, 0)  # one element per row of a model input's dim
             dims[axis] = 1 if ones else None
             uniform = ones
             if squeeze:
@@ -297,7 +301,7 @@ class _Analyzer(ControlFlow, Chooser):
         if sizes_len is not None:
             self._set(node.outputs[0], SeqInfo(dtype, sizes_len, (elem,) * sizes_len, elem, False, (None,) * sizes_len), label)
         else:
-            self._set(node.outputs[0], SeqInfo.unknown(dtype, elem, uniform), label)
+            self._set(node.outputs[0], SeqInfo.unknown(dtype, elem, uniform).with_length_sym(sym), label)
 
     def _t_SequenceInsert(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 2, 3)
@@ -320,7 +324,7 @@ class _Analyzer(ControlFlow, Chooser):
                 shapes = (elem,) * length
                 self._set(out, SeqInfo(dtype, length, shapes, elem, uniform and _fully_known(elem), (None,) * length), label)
             else:
-                self._set(out, SeqInfo.unknown(dtype, elem, uniform), label)
+                self._set(out, SeqInfo.unknown(dtype, elem, uniform).with_length_sym(shifted(s.length_sym, 1)), label)
             return
         n = s.length
         p = n if pos is None else pos
@@ -350,7 +354,7 @@ class _Analyzer(ControlFlow, Chooser):
                 shapes = (s.elem_shape,) * length
                 self._set(out, SeqInfo(s.dtype, length, shapes, s.elem_shape, s.uniform, (None,) * length), label)
             else:
-                self._set(out, SeqInfo.unknown(s.dtype, s.elem_shape, s.uniform), label)
+                self._set(out, SeqInfo.unknown(s.dtype, s.elem_shape, s.uniform).with_length_sym(shifted(s.length_sym, -1)), label)
             return
         n = s.length
         p = n - 1 if pos is None else pos

@@ -5,6 +5,7 @@ in ``seqlower.analysis``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ import onnx_ir as ir
 
 from seqlower.builder import merge_shapes
 
-__all__ = ["SeqInfo", "join", "shape_json"]
+__all__ = ["SeqInfo", "join", "shape_json", "shifted", "symbolic_length_text"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,9 @@ class SeqInfo:
     """What is known about one sequence value. ``shapes``/``consts`` are per element and
     present only when ``length`` is known; ``elem_shape`` is the merged element shape
     (dims that differ or are unknown are None), and ``uniform`` says all elements
-    provably have exactly that shape."""
+    provably have exactly that shape. ``length_sym``, when the length is only known at
+    run time: it is a model input's dim plus a constant, ``(name, offset)`` (one size
+    for the whole run, so it can name the length in declared shapes)."""
 
     dtype: ir.DataType | None
     length: int | None = None
@@ -30,6 +33,7 @@ class SeqInfo:
     elem_shape: ir.Shape | None = None
     uniform: bool = False
     consts: tuple[np.ndarray | None, ...] | None = None
+    length_sym: tuple[str, int] | None = None
 
     @property
     def rank(self) -> int | None:
@@ -65,7 +69,22 @@ class SeqInfo:
             "elem_shape": shape_json(self.elem_shape),
             "uniform": self.uniform,
             "constant": self.all_const if self.length is not None else False,
+            "symbolic_length": None if self.length_sym is None else symbolic_length_text(self.length_sym),
         }
+
+    def with_length_sym(self, sym: tuple[str, int] | None) -> SeqInfo:
+        """This info, with the symbolic length ``sym`` where the length is unknown."""
+        return dataclasses.replace(self, length_sym=sym if self.length is None else None)
+
+
+def symbolic_length_text(sym: tuple[str, int]) -> str:
+    name, offset = sym
+    return name if offset == 0 else f"{name}{offset:+d}"
+
+
+def shifted(sym: tuple[str, int] | None, by: int) -> tuple[str, int] | None:
+    """A symbolic length after ``by`` elements are added (or removed)."""
+    return None if sym is None else (sym[0], sym[1] + by)
 
 
 def _fully_known(shape: ir.Shape | None) -> bool:
@@ -91,7 +110,8 @@ def join(a: SeqInfo, b: SeqInfo) -> SeqInfo:
     if b.length == 0:
         return SeqInfo.unknown(dtype, a.elem_shape, a.uniform)
     merged = merge_shapes([a.elem_shape, b.elem_shape])
-    return SeqInfo.unknown(dtype, merged, a.uniform and b.uniform and a.elem_shape == b.elem_shape)
+    joined = SeqInfo.unknown(dtype, merged, a.uniform and b.uniform and a.elem_shape == b.elem_shape)
+    return joined.with_length_sym(a.length_sym if a.length_sym == b.length_sym else None)
 
 
 def _same_array(x: np.ndarray, y: np.ndarray) -> bool:

@@ -196,7 +196,7 @@ class ControlFlow:
                     for d in bo.shape.dims
                 ])
             if n is None:
-                self._set(out, SeqInfo.unknown(dtype, shape, uniform), label)
+                self._set(out, SeqInfo.unknown(dtype, shape, uniform).with_length_sym(first.length_sym), label)
             else:
                 self._set(out, SeqInfo(dtype, n, (shape,) * n, shape if n else None, uniform and n > 0, (None,) * n), label)
         # One web (Unrolled needs every input unrolled), but each input and output keeps

@@ -225,3 +225,58 @@ def test_a_tensor_of_unknown_rank_entering_a_web_makes_its_width_a_run_time_one(
     s = next(v for v in waiting.info if v.name == "s")
     assert waiting.web_of[s].repr == "kept"
     assert waiting.web_of[s].reason == "the rank of 'x', an element of 's', is unknown"
+
+
+def test_a_split_into_the_rows_of_a_model_input_has_that_dim_as_its_length():
+    # x is [N, 3]: one element per row, whatever N is. Inserts and erases shift it, a map
+    # keeps it, an If joins it, and a split into pairs has no such length.
+    then_b = body([helper.make_node("Identity", ["s"], ["same"])], [], [seq("same", FLOAT, [3])])
+    else_b = body([helper.make_node("SequenceInsert", ["s", "r"], ["more"])], [], [seq("more", FLOAT, [3])])
+    relu = body([helper.make_node("Relu", ["e"], ["out"])], [t("e", FLOAT, [3])], [t("out", FLOAT, [3])])
+    m = model(
+        [
+            helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+            helper.make_node("SequenceInsert", ["s", "r"], ["s1"]),
+            helper.make_node("SequenceErase", ["s1", "p"], ["s2"]),
+            helper.make_node("SequenceMap", ["s2"], ["mapped"], body=relu),
+            helper.make_node("If", ["c"], ["either"], then_branch=then_b, else_branch=else_b),
+            helper.make_node("If", ["c"], ["same_twice"], then_branch=then_b, else_branch=then_b),
+            helper.make_node("SplitToSequence", ["x", "two"], ["pairs"], axis=0),
+            helper.make_node("SequenceLength", ["mapped"], ["n"]),
+        ],
+        [t("x", FLOAT, ["N", 3]), t("r", FLOAT, [3]), t("p", INT64, []), t("c", BOOL, [])],
+        [t("n", INT64, [])],
+        initializer=[const("two", 2, np.int64)],
+        opset=18,
+    )
+    _, _, info = _analyze(m)
+    assert info["s"].length is None and info["s"].length_sym == ("N", 0)
+    assert info["s1"].length_sym == ("N", 1) and info["s1"].to_json()["symbolic_length"] == "N+1"
+    assert info["s2"].length_sym == ("N", 0) and info["mapped"].length_sym == ("N", 0)
+    assert info["same_twice"].length_sym == ("N", 0) and info["either"].length_sym is None
+    assert info["pairs"].length_sym is None
+
+
+def test_a_stacked_list_of_a_model_input_dims_length_declares_that_dim():
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
+
+    # CumSum keeps the map a Loop (no batched body): its scan output, reshaped, is the
+    # stacked data, declared [N, 3] rather than [?, 3].
+    cumsum = body([helper.make_node("CumSum", ["e", "zero"], ["out"])], [t("e", FLOAT, [3])], [t("out", FLOAT, [3])],
+                  [const("zero", 0, np.int64)])
+    m = model(
+        [
+            helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+            helper.make_node("SequenceMap", ["s"], ["mapped"], body=cumsum),
+            helper.make_node("ConcatFromSequence", ["mapped"], ["y"], axis=1, new_axis=1),
+        ],
+        [t("x", FLOAT, ["N", 3])],
+        [t("y", FLOAT, [3, "N"])],
+        opset=18,
+    )
+    irm = ir.serde.deserialize_model(m)
+    InferSequenceShapesPass()(irm)
+    assert LowerPackedSequencesPass()(irm).modified
+    transpose = next(n for n in irm.graph if n.op_type == "Transpose")
+    assert transpose.inputs[0].shape == ir.Shape(["N", 3])
