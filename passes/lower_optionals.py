@@ -33,7 +33,7 @@ from seqlower.passes._rewrite import (
 from seqlower.passes.convert import Converter, Proto, Rule, convert_if, convert_loop, rule, rules
 from seqlower import ops
 from seqlower.analysis import is_default_domain, shape_json
-from seqlower.builder import Builder
+from seqlower.builder import Builder, subgraphs
 
 __all__ = ["LowerOptionalsPass", "OPTIONAL_SEQUENCES_KEY"]
 
@@ -46,6 +46,36 @@ _OPS = ops.names("optional")
 
 def _is_optional(v: ir.Value | None) -> bool:
     return v is not None and isinstance(v.type, ir.OptionalType)
+
+
+def _typed_optional(v: ir.Value | None, depth: int = 0) -> bool:
+    """Whether ``v`` is an optional, giving an untyped If or Loop output (or an Identity
+    of one) the optional type its branches or body give it: this pass runs before shape
+    inference, and an exporter need not declare intermediate types."""
+    if v is None or v.type is not None or depth > _MAX_DEPTH:
+        return _is_optional(v)
+    p = v.producer()
+    if p is None or not is_default_domain(p):
+        return False
+    k = v.index()
+    sources: list[ir.Value | None] = []
+    if p.op_type == "If":
+        sources = [g.outputs[k] for g in subgraphs(p) if k < len(g.outputs)]
+    elif p.op_type == "Loop" and "body" in p.attributes and k < len(p.inputs) - 2:
+        body = p.attributes["body"].as_graph()
+        sources = [body.outputs[1 + k]]  # (opset 16's loop16_seq_none: an optional in, a plain list out)
+    elif p.op_type == "Identity":
+        sources = [p.inputs[0]]
+    for source in sources:
+        if _typed_optional(source, depth + 1):
+            assert source is not None
+            v.type = source.type
+            return True
+    return False
+
+
+# Nesting past what protobuf reads is refused before any pass runs.
+_MAX_DEPTH = 64
 
 
 class LowerOptionalsPass(ir.passes.InPlacePass):
@@ -121,7 +151,7 @@ class _Lowerer(Converter):
         # Optional ops, and what carries optionals; anything else (bodies may still
         # read optionals from outside) is walked into.
         touches = is_default_domain(node) and (
-            node.op_type in _OPS or any(_is_optional(v) for v in [*node.inputs, *node.outputs])
+            node.op_type in _OPS or any([_typed_optional(v) for v in [*node.inputs, *node.outputs]])
             or (node.op_type == "Loop" and any(_is_optional(v) for v in node.attributes["body"].as_graph().inputs))
         )
         return RULES.get(node.op_type) if touches else None
@@ -213,6 +243,8 @@ def _optional(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     out = node.outputs[0]
     x = node.inputs[0] if node.inputs else None
     if x is not None:
+        if out.type is None and x.type is not None:
+            out.type = ir.OptionalType(x.type)  # what reads it tells optionals by type
         lw.pairs[out] = (lw.flag(True, b), x)
         return "present"
     attr = node.attributes.get("type")
@@ -251,8 +283,11 @@ def _identity(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
 
 
 def _pair_of(lw: _Lowerer, v: ir.Value, b: Builder) -> tuple[ir.Value, ir.Value]:
-    """A value as (present, payload): a plain tensor or sequence is present."""
-    return lw.pair(v) if _is_optional(v) else (lw.flag(True, b), v)
+    """A value as (present, payload): a plain tensor or sequence is present (an
+    optional lowered already is its pair, typed or not)."""
+    if v in lw.pairs or _is_optional(v):
+        return lw.pair(v)
+    return lw.flag(True, b), v
 
 
 @rule("If", "optional")
