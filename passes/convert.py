@@ -44,6 +44,7 @@ from seqlower.passes._rewrite import (
     subgraph_scopes,
     take_over,
     walk_scopes,
+    write_abi,
 )
 from seqlower.passes._tensor_ops import Ops
 
@@ -137,11 +138,51 @@ class Converter:
             graph.remove(nodes, safe=True)
         self.model.meta.setdefault(REPORT_KEY, []).extend(self.records)
 
+    # -- the model boundary ---------------------------------------------------------------
+    # Written once: the ports this representation owns become the tensors its
+    # ``abi_input``/``abi_output`` make, each recorded, and their entries go to the ABI.
+
+    # Whether this representation's values may be model inputs or outputs.
+    boundary: bool = False
+
     def model_inputs(self, scope: Scope) -> None:
-        """Sequence (or optional) model inputs become their tensors (the ABI)."""
+        self._convert_ports(scope, "input")
 
     def model_outputs(self, scope: Scope) -> None:
-        """Sequence (or optional) model outputs leave as their tensors (the ABI)."""
+        self._convert_ports(scope, "output")
+
+    def abi_input(self, v: ir.Value, scope: Scope) -> tuple[list[ir.Value], dict | None]:
+        """The graph inputs that carry model input ``v`` (``v`` is bound to them), and
+        its ABI entry (None: recorded another way)."""
+        raise NotImplementedError
+
+    def abi_output(self, v: ir.Value, scope: Scope) -> tuple[list[ir.Value], dict | None]:
+        """The graph outputs that carry model output ``v``, and its ABI entry."""
+        raise NotImplementedError
+
+    def _convert_ports(self, scope: Scope, kind: str) -> None:
+        graph = self.model.graph
+        ports = graph.inputs if kind == "input" else graph.outputs
+        if not self.boundary or not any(self.owns(v) for v in ports):
+            return
+        new: list[ir.Value] = []
+        entries: list[dict] = []
+        for v in list(ports):
+            if not self.owns(v):
+                new.append(v)
+                continue
+            name = v.name
+            tensors, entry = self.abi_input(v, scope) if kind == "input" else self.abi_output(v, scope)
+            new += tensors
+            if entry is not None:
+                entries.append(entry)
+            self.records.append({"op": kind, "node": f"model {kind} '{name}'", "graph": "main", "into": self.into(v),
+                                 "how": "ABI " + ", ".join(t.name or "" for t in tensors)})
+            self.modified = True
+        ports.clear()
+        ports.extend(new)
+        if entries:
+            write_abi(self.model, f"{kind}s", entries)
 
     def graph(self, scope: Scope) -> None:
         """Hand every node of the graph that touches this representation to its rule;

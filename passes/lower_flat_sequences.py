@@ -50,7 +50,6 @@ from seqlower.passes._rewrite import (
     append_once,
     replace_output,
     sequence_abi_entry,
-    write_abi,
 )
 from seqlower.passes.convert import (
     Collected,
@@ -112,6 +111,7 @@ class LowerFlatSequencesPass(WebLoweringPass):
 class _Lowerer(Converter):
     representation = "flat"
     carrying = "the tensors"
+    boundary = True
 
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
         super().__init__(model)
@@ -311,43 +311,28 @@ class _Lowerer(Converter):
 
     # -- the model boundary --------------------------------------------------------------
 
-    def model_inputs(self, scope: Scope) -> None:
+    def abi_input(self, v: ir.Value, scope: Scope) -> tuple[list[ir.Value], dict | None]:
         graph = self.model.graph
-        new_inputs: list[ir.Value] = []
-        entries = []
-        first = next(iter(graph), None)
-        o = Ops(Builder(graph, first, scope.opset, self.names, main_graph=True))
-        for v in list(graph.inputs):
-            if not self.analysis.flat(v):
-                new_inputs.append(v)
-                continue
-            width, ranked = self.layout(v)
-            elem = v.type.elem_type if isinstance(v.type, ir.SequenceType) else None
-            dtype = elem.dtype if isinstance(elem, ir.TensorType) else None
-            assert dtype is not None
-            base = v.name or "seq"
-            values = ir.Value(name=self.names.fresh(f"{base}_values"), type=ir.TensorType(dtype), shape=ir.Shape([f"{base}_total"]))
-            shapes = ir.Value(name=self.names.fresh(f"{base}_shapes"), type=ir.TensorType(INT64), shape=ir.Shape([f"{base}_count", width]))
-            tensors = {"values": values.name, "shapes": shapes.name}
-            new_inputs += [values, shapes]
-            ranks = None
-            inner = shapes
-            if ranked:
-                ranks = ir.Value(name=self.names.fresh(f"{base}_ranks"), type=ir.TensorType(INT64), shape=ir.Shape([f"{base}_count"]))
-                new_inputs.append(ranks)
-                tensors["ranks"] = ranks.name
-                # The ABI pads rows with 0; inside, rows are padded with 1 so that a
-                # row's product is the element's size.
-                inner = o.op("Where", [self.pad_mask(ranks, width, o, base, shapes), shapes, o.ints([1])], f"{base}_shapes_inner")
-            fs = FlatSeq(values, inner, ranks, dtype, width, graph, _producer_in(inner, graph), True, scope.opset)
-            self.seqs[v] = fs
-            entries.append(sequence_abi_entry(self.model, v, dtype, width, ranked, tensors, v.name or "seq"))
-            self.records.append({"op": "input", "node": f"model input '{v.name}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
-            self.modified = True
-        if entries:
-            graph.inputs.clear()
-            graph.inputs.extend(new_inputs)
-            write_abi(self.model, "inputs", entries)
+        o = Ops(Builder(graph, next(iter(graph), None), scope.opset, self.names, main_graph=True))
+        width, ranked = self.layout(v)
+        elem = v.type.elem_type if isinstance(v.type, ir.SequenceType) else None
+        dtype = elem.dtype if isinstance(elem, ir.TensorType) else None
+        assert dtype is not None
+        base = v.name or "seq"
+        values = ir.Value(name=self.names.fresh(f"{base}_values"), type=ir.TensorType(dtype), shape=ir.Shape([f"{base}_total"]))
+        shapes = ir.Value(name=self.names.fresh(f"{base}_shapes"), type=ir.TensorType(INT64), shape=ir.Shape([f"{base}_count", width]))
+        ports = [values, shapes]
+        ranks = None
+        inner = shapes
+        if ranked:
+            ranks = ir.Value(name=self.names.fresh(f"{base}_ranks"), type=ir.TensorType(INT64), shape=ir.Shape([f"{base}_count"]))
+            ports.append(ranks)
+            # The ABI pads rows with 0; inside, rows are padded with 1 so that a row's
+            # product is the element's size.
+            inner = o.op("Where", [self.pad_mask(ranks, width, o, base, shapes), shapes, o.ints([1])], f"{base}_shapes_inner")
+        self.seqs[v] = FlatSeq(values, inner, ranks, dtype, width, graph, _producer_in(inner, graph), True, scope.opset)
+        tensors = dict(zip(("values", "shapes", "ranks"), (t.name for t in ports)))
+        return ports, sequence_abi_entry(self.model, v, dtype, width, ranked, tensors, base)
 
     def pad_mask(self, ranks: ir.Value, width: int | None, o: Ops, base: str, shapes: ir.Value | None = None) -> ir.Value:
         if width is None:
@@ -358,39 +343,27 @@ class _Lowerer(Converter):
             cols = o.ints(list(range(width)))
         return o.op("Less", [o.unsqueeze(cols, [0], f"{base}_cols"), o.unsqueeze(ranks, [1], f"{base}_ranks_col")], f"{base}_in_rank", dtype=ir.DataType.BOOL)
 
-    def model_outputs(self, scope: Scope) -> None:
-        graph = self.model.graph
-        new_outputs: list[ir.Value] = []
-        entries = []
-        o = Ops(Builder(graph, None, scope.opset, self.names, main_graph=True))
-        for v in list(graph.outputs):
-            if not self.analysis.flat(v):
-                new_outputs.append(v)
+    def abi_output(self, v: ir.Value, scope: Scope) -> tuple[list[ir.Value], dict | None]:
+        o = Ops(Builder(self.model.graph, None, scope.opset, self.names, main_graph=True))
+        fs = self.seq(v)
+        base = v.name or "seq"
+        width, ranked = self.layout(v)
+        shapes = fs.shapes
+        if ranked:
+            assert fs.ranks is not None
+            shapes = o.op("Where", [self.pad_mask(fs.ranks, width, o, f"{base}_out", shapes), shapes, o.ints([0])], f"{base}_shapes_abi")
+        tensors: dict[str, str] = {}
+        ports = []
+        for key, t in (("values", fs.values), ("shapes", shapes), ("ranks", fs.ranks)):
+            if t is None:
                 continue
-            fs = self.seq(v)
-            base = v.name or "seq"
-            width, ranked = self.layout(v)
-            shapes = fs.shapes
-            if ranked:
-                assert fs.ranks is not None
-                shapes = o.op("Where", [self.pad_mask(fs.ranks, width, o, f"{base}_out", shapes), shapes, o.ints([0])], f"{base}_shapes_abi")
-            tensors = {}
-            for key, t in (("values", fs.values), ("shapes", shapes), ("ranks", fs.ranks)):
-                if t is None:
-                    continue
-                t = o.identity(t, f"{base}_{key}")
-                # The checker wants a shape on every model output.
-                t.shape = ir.Shape([None, width] if key == "shapes" else [None])
-                tensors[key] = t.name
-                new_outputs.append(t)
-            v.name = self.names.fresh(f"{base}_sequence")  # the old value dies with its producer
-            entries.append(sequence_abi_entry(self.model, v, fs.dtype, width, ranked, tensors, base))
-            self.records.append({"op": "output", "node": f"model output '{base}'", "graph": "main", "into": "flat", "how": "ABI " + ", ".join(tensors.values())})
-            self.modified = True
-        if entries:
-            graph.outputs.clear()
-            graph.outputs.extend(new_outputs)
-            write_abi(self.model, "outputs", entries)
+            t = o.identity(t, f"{base}_{key}")
+            # The checker wants a shape on every model output.
+            t.shape = ir.Shape([None, width] if key == "shapes" else [None])
+            tensors[key] = t.name or key
+            ports.append(t)
+        v.name = self.names.fresh(f"{base}_sequence")  # the old value dies with its producer
+        return ports, sequence_abi_entry(self.model, v, fs.dtype, width, ranked, tensors, base)
 
 
 def _producer_in(v: ir.Value, graph: ir.Graph | ir.Function) -> ir.Node | None:

@@ -28,7 +28,6 @@ from seqlower.passes._rewrite import (
     OPTIONAL_SEQUENCES_KEY,
     Scope,
     replace_output,
-    write_abi,
 )
 from seqlower.passes.convert import Converter, Proto, Rule, convert_if, convert_loop, rule, rules
 from seqlower import ops
@@ -104,11 +103,11 @@ class _Lowerer(Converter):
     representation = "optional"
     carrying = "present + payload"
     wants_builder = True
+    boundary = True
 
     def __init__(self, model: ir.Model) -> None:
         super().__init__(model)
         self.pairs: dict[ir.Value, tuple[ir.Value, ir.Value]] = {}
-        self.abi: dict[str, list[dict]] = {"inputs": [], "outputs": []}
 
     def pair(self, v: ir.Value) -> tuple[ir.Value, ir.Value]:
         assert v in self.pairs, f"optional {v.name} was not lowered before its use"
@@ -174,58 +173,42 @@ class _Lowerer(Converter):
 
     # -- the model boundary --------------------------------------------------------------
 
-    def model_inputs(self, scope: Scope) -> None:
-        graph = self.model.graph
-        new_inputs: list[ir.Value] = []
-        for v in list(graph.inputs):
-            if not _is_optional(v):
-                new_inputs.append(v)
-                continue
-            inner = v.type.elem_type
-            name = v.name or "optional"
-            present = ir.Value(name=self.names.fresh(f"{name}_present"), type=ir.TensorType(BOOL), shape=ir.Shape([]))
-            shape = v.shape if v.shape is not None else ir.Shape([None])
-            if isinstance(inner, ir.SequenceType):
-                payload = ir.Value(name=name, type=inner, shape=shape)
-                self.model.meta.setdefault(OPTIONAL_SEQUENCES_KEY, {})[name] = present.name
-            else:
-                payload = ir.Value(name=self.names.fresh(f"{name}_value"), type=inner, shape=shape)
-                self.abi["inputs"].append(_tensor_entry(name, inner, shape, present.name, payload.name))
-            v.name = None
-            new_inputs += [present, payload]
-            self.pairs[v] = (present, payload)
-            self.records.append({"op": "input", "node": f"model input '{name}'", "graph": "main", "into": "present + payload", "how": "ABI"})
-        graph.inputs.clear()
-        graph.inputs.extend(new_inputs)
+    def abi_input(self, v: ir.Value, scope: Scope) -> tuple[list[ir.Value], dict | None]:
+        assert isinstance(v.type, ir.OptionalType)
+        inner = v.type.elem_type
+        name = v.name or "optional"
+        present = ir.Value(name=self.names.fresh(f"{name}_present"), type=ir.TensorType(BOOL), shape=ir.Shape([]))
+        shape = v.shape if v.shape is not None else ir.Shape([None])
+        entry = None
+        if isinstance(inner, ir.SequenceType):
+            # The Flat lowering writes the payload's entry, joined with this flag.
+            payload = ir.Value(name=name, type=inner, shape=shape)
+            self.model.meta.setdefault(OPTIONAL_SEQUENCES_KEY, {})[name] = present.name
+        else:
+            payload = ir.Value(name=self.names.fresh(f"{name}_value"), type=inner, shape=shape)
+            entry = _tensor_entry(name, inner, shape, present.name, payload.name or "value")
+        v.name = None
+        self.pairs[v] = (present, payload)
+        return [present, payload], entry
 
-    def model_outputs(self, scope: Scope) -> None:
-        graph = self.model.graph
-        new_outputs: list[ir.Value] = []
+    def abi_output(self, v: ir.Value, scope: Scope) -> tuple[list[ir.Value], dict | None]:
+        assert isinstance(v.type, ir.OptionalType)
         b = scope.builder(None, self.names)
-        for v in list(graph.outputs):
-            if not _is_optional(v):
-                new_outputs.append(v)
-                continue
-            present, payload = self.pair(v)
-            name = v.name or "optional"
-            v.name = None
-            p = b.identity(present, f"{name}_present")
-            inner = v.type.elem_type
-            if isinstance(inner, ir.SequenceType):
-                out = b.identity(payload, name)
-                out.name = name  # ``v`` gave it up above
-                self.model.meta.setdefault(OPTIONAL_SEQUENCES_KEY, {})[name] = p.name
-            else:
-                out = b.identity(payload, f"{name}_value")
-                out.shape = out.shape if out.shape is not None else (v.shape or ir.Shape([None]))
-                self.abi["outputs"].append(_tensor_entry(name, inner, v.shape, p.name, out.name))
-            new_outputs += [p, out]
-            self.records.append({"op": "output", "node": f"model output '{name}'", "graph": "main", "into": "present + payload", "how": "ABI"})
-        graph.outputs.clear()
-        graph.outputs.extend(new_outputs)
-        for key in ("inputs", "outputs"):
-            if self.abi[key]:
-                write_abi(self.model, key, self.abi[key])
+        present, payload = self.pair(v)
+        name = v.name or "optional"
+        v.name = None
+        p = b.identity(present, f"{name}_present")
+        inner = v.type.elem_type
+        entry = None
+        if isinstance(inner, ir.SequenceType):
+            out = b.identity(payload, name)
+            out.name = name  # ``v`` gave it up above
+            self.model.meta.setdefault(OPTIONAL_SEQUENCES_KEY, {})[name] = p.name
+        else:
+            out = b.identity(payload, f"{name}_value")
+            out.shape = out.shape if out.shape is not None else (v.shape or ir.Shape([None]))
+            entry = _tensor_entry(name, inner, v.shape, p.name or "present", out.name or "value")
+        return [p, out], entry
 
 
 def _tensor_entry(name: str, t: ir.TypeProtocol, shape: ir.Shape | None, present: str, value: str) -> dict:

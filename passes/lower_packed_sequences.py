@@ -28,7 +28,6 @@ from seqlower.passes._rewrite import (
     append_once,
     replace_output,
     sequence_abi_entry,
-    write_abi,
 )
 from seqlower.passes.convert import (
     Collected,
@@ -85,6 +84,7 @@ class LowerPackedSequencesPass(WebLoweringPass):
 class _Lowerer(Converter):
     representation = "packed"
     carrying = "the packed tensors"
+    boundary = True  # outputs only: a web with a model input is never packed
 
     def __init__(self, model: ir.Model, analysis: Analysis, policy: str) -> None:
         super().__init__(model)
@@ -265,48 +265,34 @@ class _Lowerer(Converter):
     def output(self, old: ir.Value, new: ir.Value, node: ir.Node, scope: Scope) -> None:
         replace_output(old, new, scope, self.names, node, owned=True)
 
-    def model_outputs(self, scope: Scope) -> None:
+    def abi_output(self, v: ir.Value, scope: Scope) -> tuple[list[ir.Value], dict | None]:
         """Packed model outputs leave as the Flat ABI: Stacked data and Ragged data along
         axis 0 are the values in order already; the shape rows are built from the dims."""
-        graph = self.model.graph
-        new_outputs: list[ir.Value] = []
-        entries = []
-        o = Ops(Builder(graph, None, scope.opset, self.names, main_graph=True))
-        for v in list(graph.outputs):
-            if not self.analysis.packed(v):
-                new_outputs.append(v)
-                continue
-            ps = self.seq(v)
-            base = v.name or "seq"
-            r = len(self.elem(v).dims)
-            dims = o.shape(ps.data, f"{base}_out_dims")
-            rest = o.slice(dims, o.ints([1]), o.ints([MAX_INT64]), [0], f"{base}_rest")
-            n1 = o.slice(o.shape(ps.data if ps.lengths is None else ps.lengths, f"{base}_n_dims"), o.ints([0]), o.ints([1]), [0], f"{base}_n1")
-            if ps.lengths is None:
-                rows = o.op("Expand", [o.unsqueeze(rest, [0], f"{base}_row"), o.concat([n1, o.ints([r])], 0, f"{base}_target")], f"{base}_rows")
-            else:
-                assert ps.axis == 0
-                parts = [o.unsqueeze(ps.lengths, [1], f"{base}_length_col")]
-                if r > 1:
-                    parts.append(o.op("Expand", [o.unsqueeze(rest, [0], f"{base}_row"), o.concat([n1, o.ints([r - 1])], 0, f"{base}_target")], f"{base}_rest_rows"))
-                rows = o.concat(parts, 1, f"{base}_rows")
-            tensors = {}
-            for key, t, shape in (("values", o.reshape(ps.data, o.ints([-1]), f"{base}_flat"), [None]), ("shapes", rows, [None, r])):
-                t = o.identity(t, f"{base}_{key}")
-                t.shape = ir.Shape(shape)  # the checker wants a shape on every model output
-                tensors[key] = t.name
-                new_outputs.append(t)
-            dtype = ps.data.dtype
-            assert dtype is not None
-            v.name = self.names.fresh(f"{base}_sequence")  # the old value dies with its producer
-            entries.append(sequence_abi_entry(self.model, v, dtype, r, False, tensors, base))
-            kind = self.kind(v)
-            self.records.append({"op": "output", "node": f"model output '{base}'", "graph": "main", "into": kind, "how": "ABI " + ", ".join(tensors.values())})
-            self.modified = True
-        if entries:
-            graph.outputs.clear()
-            graph.outputs.extend(new_outputs)
-            write_abi(self.model, "outputs", entries)
+        o = Ops(Builder(self.model.graph, None, scope.opset, self.names, main_graph=True))
+        ps = self.seq(v)
+        base = v.name or "seq"
+        r = len(self.elem(v).dims)
+        dims = o.shape(ps.data, f"{base}_out_dims")
+        rest = o.slice(dims, o.ints([1]), o.ints([MAX_INT64]), [0], f"{base}_rest")
+        n1 = o.slice(o.shape(ps.data if ps.lengths is None else ps.lengths, f"{base}_n_dims"), o.ints([0]), o.ints([1]), [0], f"{base}_n1")
+        if ps.lengths is None:
+            rows = o.op("Expand", [o.unsqueeze(rest, [0], f"{base}_row"), o.concat([n1, o.ints([r])], 0, f"{base}_target")], f"{base}_rows")
+        else:
+            assert ps.axis == 0
+            parts = [o.unsqueeze(ps.lengths, [1], f"{base}_length_col")]
+            if r > 1:
+                parts.append(o.op("Expand", [o.unsqueeze(rest, [0], f"{base}_row"), o.concat([n1, o.ints([r - 1])], 0, f"{base}_target")], f"{base}_rest_rows"))
+            rows = o.concat(parts, 1, f"{base}_rows")
+        ports = []
+        for key, t, shape in (("values", o.reshape(ps.data, o.ints([-1]), f"{base}_flat"), [None]), ("shapes", rows, [None, r])):
+            t = o.identity(t, f"{base}_{key}")
+            t.shape = ir.Shape(shape)  # the checker wants a shape on every model output
+            ports.append(t)
+        dtype = ps.data.dtype
+        assert dtype is not None
+        v.name = self.names.fresh(f"{base}_sequence")  # the old value dies with its producer
+        tensors = {"values": ports[0].name or "values", "shapes": ports[1].name or "shapes"}
+        return ports, sequence_abi_entry(self.model, v, dtype, r, False, tensors, base)
 
 
 def _perm_to_front(rank: int, axis: int) -> list[int]:
