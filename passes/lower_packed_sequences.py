@@ -318,7 +318,11 @@ def _len_along(t: ir.Value, axis: int, o: Ops, name: str) -> ir.Value:
 def _sequence_empty(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     out = node.outputs[0]
     attr = node.attributes.get("dtype")
-    dtype = ir.DataType(attr.as_int()) if attr is not None else ir.DataType.FLOAT
+    return _empty(lw, out, ir.DataType(attr.as_int()) if attr is not None else ir.DataType.FLOAT, o)
+
+
+def _empty(lw: _Lowerer, out: ir.Value, dtype: ir.DataType, o: Ops) -> str:
+    """``out`` is an empty list: data of no element, each element of the group's shape."""
     name = out.name or "empty"
     axis = lw.axis(out)
     zero = o.b.zeros(dtype, (), "zero")
@@ -550,6 +554,16 @@ def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, o: Ops) -> bool:
 def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False))
+    info = lw.analysis.info.get(node.inputs[0])
+    if info is not None and info.length == 0:
+        # A map over a list that is provably empty makes empty lists whose elements have
+        # the group's shape, not the body's (which the batched body would give them).
+        for out, bo in zip(node.outputs, body.outputs):
+            out_info = lw.analysis.info.get(out)
+            dtype = bo.dtype or (out_info.dtype if out_info is not None else None)
+            assert dtype is not None
+            _empty(lw, out, dtype, o)
+        return "empty lists: the mapped list is empty"
     if _batched_map(lw, node, body, o):
         node.attributes.pop("body")
         return "the body once on the stacks (batched)"

@@ -397,3 +397,28 @@ def test_packed_model_outputs_leave_through_the_abi():
     assert {k: (e["width"], e["elem_shape"], sorted(e["tensors"])) for k, e in abi.items()} == {
         "rows": (1, ["M"], ["shapes", "values"]), "cols": (2, ["N", 1], ["shapes", "values"]),
         "parts": (2, [None, "M"], ["shapes", "values"])}
+
+
+def test_a_map_over_a_provably_empty_list_gives_elements_of_the_groups_shape():
+    # The map's body doubles the rows, but the list it maps is empty: its result must be
+    # [0, N, M] like what is then inserted, not the batched body's [0, 2N, M] (found by
+    # the --targets fuzzer, seed 8000065).
+    double = body([helper.make_node("Concat", ["e", "e"], ["twice"], axis=0)], [t("e", FLOAT, ["N", "M"])],
+                  [t("twice", FLOAT, [None, "M"])])
+    m = model(
+        [
+            helper.make_node("SequenceEmpty", [], ["s1"], dtype=FLOAT),
+            helper.make_node("SequenceInsert", ["s1", "x"], ["s2"]),
+            helper.make_node("SequenceErase", ["s2"], ["s3"]),
+            helper.make_node("SequenceMap", ["s3"], ["mapped"], body=double),
+            helper.make_node("SequenceInsert", ["mapped", "x", "p"], ["s4"]),  # a run-time position: not Unrolled
+            helper.make_node("ConcatFromSequence", ["s4"], ["y"], axis=0, new_axis=1),
+        ],
+        [t("x", FLOAT, ["N", "M"]), t("p", INT64, [])],
+        [t("y", FLOAT, [1, "N", "M"])],
+        opset=18,
+    )
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    _, report = lower_checked(m, inputs=[{"x": x, "p": np.array(0)}, {"x": x[:0], "p": np.array(-0)}])
+    assert {r["into"] for r in report.rewrites} == {"stacked"}
+    assert [r["how"] for r in report.rewrites if r["op"] == "SequenceMap"] == ["empty lists: the mapped list is empty"]
