@@ -29,9 +29,10 @@ _MIN_INPUTS = {"Loop": 2}
 
 class CleanUpGraphPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = RemoveUnusedNodesPass()(model).modified
-        while _drop_reads_from_removed_bodies(model):
-            RemoveUnusedNodesPass()(model)
+        modified = removed = RemoveUnusedNodesPass()(model).modified
+        # Only a removal leaves reads behind; a walk per removal round, not per clean-up.
+        while removed and _drop_reads_from_removed_bodies(model):
+            removed = RemoveUnusedNodesPass()(model).modified
         _restore_leading_inputs(model)
         modified |= TopologicalSortPass()(model).modified
         return ir.passes.PassResult(model, modified)

@@ -528,9 +528,7 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
         values = _flat_tensor(o.op("Transpose", [x], f"{base}_axis_first", perm=perm), o, f"{base}_t")
         how += ", Transpose"
     else:
-        p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
-        q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True)
-        values = o.op("Gather", [flat_x, _inverse_index(o, p, q, sizes, base)], f"{base}_flat")
+        values = _element_major(o, flat_x, pre, post, sizes, base)
         how += ", Gather through a permutation"
     lw.make(out, values, shapes, ranks, o, x.dtype)
     return how
@@ -569,12 +567,18 @@ def _split_of_unknown_rank(lw: _Lowerer, node: ir.Node, o: Ops, squeeze: bool) -
     if axis == 0:
         values = flat_x
     else:
-        p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
-        q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True)
-        values = o.op("Gather", [flat_x, _inverse_index(o, p, q, sizes, base)], f"{base}_flat")
+        values = _element_major(o, flat_x, pre, post, sizes, base)
         how += ", Gather through a permutation"
     lw.make(out, values, shapes, ranks, o, x.dtype)
     return how + " (rank known at run time)"
+
+
+def _element_major(o: Ops, flat_x: ir.Value, pre: ir.Value, post: ir.Value, sizes: ir.Value, base: str) -> ir.Value:
+    """The values of a tensor of dims ``pre + [sum(sizes)] + post`` (``flat_x``, in C
+    order) cut along that middle axis, element after element."""
+    p = o.b.reduce("ReduceProd", pre, None, f"{base}_p", keepdims=True)
+    q = o.b.reduce("ReduceProd", post, None, f"{base}_q", keepdims=True)
+    return o.op("Gather", [flat_x, _inverse_index(o, p, q, sizes, base)], f"{base}_flat")
 
 
 def _inverse_index(o: Ops, p: ir.Value, q: ir.Value, sizes: ir.Value, base: str) -> ir.Value:

@@ -150,6 +150,7 @@ class _Lowerer(Converter):
         # Optional ops, and what carries optionals; anything else (bodies may still
         # read optionals from outside) is walked into.
         touches = is_default_domain(node) and (
+            # (a list, not a generator: every untyped output gets its type, not just the first)
             node.op_type in _OPS or any([_typed_optional(v) for v in [*node.inputs, *node.outputs]])
             or (node.op_type == "Loop" and any(_is_optional(v) for v in node.attributes["body"].as_graph().inputs))
         )
