@@ -174,9 +174,10 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
 
         try:
-            # Weights past 1 MiB go to onnx's inference as placeholders (it never
-            # reads them), so a model over 2 GiB is inferred too.
-            inferred = from_proto(infer(weightless_proto(model)))
+            # Weights past 4 KiB go to onnx's inference as placeholders (it reads only
+            # shapes, axes and sizes, a few numbers each), so a model over 2 GiB is
+            # inferred too, and a model's weights are never copied for it.
+            inferred = from_proto(infer(weightless_proto(model, keep_bytes=4096)))
         except Exception as e:  # noqa: BLE001 - inference is best effort; the checker judges later
             logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
             return False

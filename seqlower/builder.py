@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.regions import RESERVED_NAMES_KEY
+
 __all__ = ["Builder", "NameAuthority", "default_opset", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,8 @@ class NameAuthority:
     def __init__(self, model: ir.Model) -> None:
         self._used: set[str] = set()
         self._counters: dict[str, int] = {}
+        # A region's sub-model (seqlower.regions) carries the names the rest of the model uses.
+        self._used.update(model.meta.get(RESERVED_NAMES_KEY, ()))
         # Small constants already emitted, per graph: (graph id, dtype, shape, bytes) ->
         # value, so a lowering emits one `axes = [0]` per graph, not one per chunk.
         self.constant_pool: dict[tuple[int, str, tuple[int, ...], bytes], ir.Value] = {}

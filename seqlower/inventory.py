@@ -101,6 +101,8 @@ def walk_graphs(model: onnx.ModelProto) -> Iterator[tuple[str, Any, bool]]:
         yield path, g, is_fn
         children = []
         for node in g.node:
+            if not node.attribute:
+                continue
             label = describe_node(node.op_type, node.name, list(node.output))
             for attr in node.attribute:
                 if attr.HasField("g"):
@@ -133,18 +135,17 @@ def take_inventory(model: onnx.ModelProto, infer: bool = False) -> Inventory:
                 types[v.name], roles[v.name] = v.type, "output"
         for v in g.value_info:
             types.setdefault(v.name, v.type)
-        producer: dict[str, str] = {}
-        consumers: dict[str, list[str]] = {}
+        producer: dict[str, onnx.NodeProto] = {}
+        consumers: dict[str, list[onnx.NodeProto]] = {}
         seq_named: dict[str, str] = {}
         for node in g.node:
-            label = describe_node(node.op_type, node.name, list(node.output))
             for o in node.output:
-                producer[o] = label
+                producer[o] = node
             for i in node.input:
-                consumers.setdefault(i, []).append(label)
+                consumers.setdefault(i, []).append(node)
             if (node.domain in _DEFAULT_DOMAINS and node.op_type in SEQUENCE_OPS | OPTIONAL_OPS) or (
                     node.domain == "ai.onnx.ml" and node.op_type in ML_SEQUENCE_OPS):
-                ops.append(SeqOp(node.op_type, label, path, _op_notes(node)))
+                ops.append(SeqOp(node.op_type, _label(node), path, _op_notes(node)))
                 if node.op_type in SEQUENCE_OPS | {"Optional"} | ML_SEQUENCE_OPS:
                     for o in node.output:
                         if o and node.op_type not in ("SequenceAt", "SequenceLength", "ConcatFromSequence"):
@@ -158,11 +159,15 @@ def take_inventory(model: onnx.ModelProto, infer: bool = False) -> Inventory:
                     path,
                     format_type(tp),
                     roles.get(name, "value"),
-                    producer.get(name, ""),
-                    consumers.get(name, []),
+                    _label(producer[name]) if name in producer else "",
+                    [_label(n) for n in consumers.get(name, [])],
                 )
             )
     return Inventory(ops, values)
+
+
+def _label(node: onnx.NodeProto) -> str:
+    return describe_node(node.op_type, node.name, list(node.output))
 
 
 def _op_notes(node: onnx.NodeProto) -> list[str]:

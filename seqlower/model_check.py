@@ -22,7 +22,7 @@ from seqlower.errors import ModelError, describe_node
 from seqlower.map_types import restore_map_types
 from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos
 
-__all__ = ["PROTOBUF_LIMIT", "check_model", "check_proto", "check_structure", "check_types", "sort_nodes",
+__all__ = ["PROTOBUF_LIMIT", "check_model", "check_proto", "check_structure", "check_types", "skeleton", "sort_nodes",
            "weightless_proto"]
 
 # Protobuf refuses messages of 2 GiB; leave room for the graph around the weights.
@@ -250,8 +250,8 @@ def check_model(model: ir.Model | onnx.ModelProto, label: str, *, base_dir: str 
     return check_proto(proto, label, base_dir, full=True, what=what)
 
 
-def weightless_proto(model: ir.Model) -> onnx.ModelProto:
-    """The model as a proto whose initializers past ``_CHECK_READS_BYTES`` are references
+def weightless_proto(model: ir.Model, keep_bytes: int = _CHECK_READS_BYTES) -> onnx.ModelProto:
+    """The model as a proto whose initializers past ``keep_bytes`` (1 MiB) are references
     to a placeholder file: for the checker, inference and inventories, which never read
     weights, so a model over protobuf's 2 GiB, or with external weights anywhere, can be
     looked at. Small external tensors are read where their file is found."""
@@ -264,7 +264,7 @@ def weightless_proto(model: ir.Model) -> onnx.ModelProto:
                     continue
                 stand_in: object = ir.ExternalTensor(_PLACEHOLDER, 0, tensor.nbytes, tensor.dtype,
                                                      shape=tensor.shape, name=value.name or "")
-                if tensor.nbytes <= _CHECK_READS_BYTES:
+                if tensor.nbytes <= keep_bytes:
                     if not isinstance(tensor, ir.ExternalTensor):
                         continue
                     try:
@@ -279,13 +279,66 @@ def weightless_proto(model: ir.Model) -> onnx.ModelProto:
             value.const_value = tensor
 
 
-def check_types(proto: onnx.ModelProto, label: str) -> None:
+# Initializers bigger than this become typed graph inputs in a skeleton: no check or
+# inference reads them (what inference reads, shapes, axes, sizes, is a few numbers),
+# and copying and serializing them is most of a big model's cost.
+_SKELETON_BYTES = 1024
+
+
+def skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` without its weights: each main-graph initializer over 1 KiB becomes a
+    graph input of its type and shape (small ones, which inference reads, stay). For the
+    checker and inference, which then cost what the graph costs, not what the weights do."""
+    g = proto.graph
+    big = [t for t in g.initializer if _stored_bytes(t) > _SKELETON_BYTES]
+    if not big:
+        return proto
+    out = onnx.ModelProto()
+    for field, value in proto.ListFields():
+        if field.name != "graph":
+            _copy_field(out, field, value)
+    og = out.graph
+    for field, value in g.ListFields():
+        if field.name not in ("initializer", "input"):
+            _copy_field(og, field, value)
+    og.input.extend(g.input)
+    inputs = {v.name for v in g.input}
+    big_names = {t.name for t in big}
+    og.initializer.extend(t for t in g.initializer if t.name not in big_names)
+    for t in big:
+        if t.name not in inputs:
+            og.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return out
+
+
+def _copy_field(dst: Any, field: Any, value: Any) -> None:
+    if field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED:
+        getattr(dst, field.name).extend(value)
+    elif field.type == field.TYPE_MESSAGE:
+        getattr(dst, field.name).CopyFrom(value)
+    else:
+        setattr(dst, field.name, value)
+
+
+def _stored_bytes(t: onnx.TensorProto) -> int:
+    size = data_bytes(t)
+    return size if size is not None else t.ByteSize()
+
+
+def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypeProto] | None = None) -> None:
     """Type errors the plain checker does not look for (a node fed a sequence where it
-    takes a tensor). Not shapes: real exports declare shapes inference disagrees with."""
+    takes a tensor). Not shapes: real exports declare shapes inference disagrees with.
+    ``types``, when given, gets the inferred type of every main-graph value (the
+    region cut reads them instead of inferring again)."""
     if proto.ByteSize() > PROTOBUF_LIMIT:
         return  # too big to hand to inference in memory; the passes meet such errors later
     try:
-        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=False,
+                                                     data_prop=types is not None)
+        if types is not None:
+            for v in (*inferred.graph.value_info, *inferred.graph.output):
+                if v.type.WhichOneof("value") is not None:
+                    types[v.name] = v.type
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, ValueError) as e:
         first = _first_line(e)
         # Only kind errors (a sequence or optional where a tensor goes) and types that do
@@ -315,6 +368,8 @@ def _check_text_fields(proto: onnx.ModelProto, label: str) -> None:
     stack: list = [proto]
     while stack:
         msg = stack.pop()
+        if _plain_text(msg):
+            continue
         for field, value in msg.ListFields():
             repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == FieldDescriptor.LABEL_REPEATED
             if field.type == FieldDescriptor.TYPE_MESSAGE:
@@ -329,6 +384,23 @@ def _check_text_fields(proto: onnx.ModelProto, label: str) -> None:
                     except UnicodeError:
                         where = getattr(msg, "name", "") or type(msg).__name__
                         raise ModelError(f"{label}: the {field.name} of {where!r} is not UTF-8 text") from None
+
+
+def _plain_text(msg: Any) -> bool:
+    """The common cases of ``_check_text_fields`` at one join each (a big model has tens of
+    thousands of them): a node without attributes, a tensor. False: look field by field."""
+    try:
+        if isinstance(msg, onnx.NodeProto) and not msg.attribute:
+            "".join((*msg.input, *msg.output, msg.name, msg.op_type, msg.domain, msg.doc_string,
+                     msg.overload)).encode("utf-8")
+            return True
+        if isinstance(msg, onnx.TensorProto) and not msg.HasField("segment"):
+            "".join((msg.name, msg.doc_string, *(e.key + e.value for e in msg.external_data),
+                     *(e.key + e.value for e in msg.metadata_props))).encode("utf-8")
+            return True
+    except (TypeError, UnicodeError):
+        pass
+    return False
 
 
 def check_structure(proto: onnx.ModelProto, label: str) -> None:
@@ -362,6 +434,8 @@ def check_structure(proto: onnx.ModelProto, label: str) -> None:
             node_lists.append(g.node)
             continue
         for node in node_lists.pop():
+            if not node.attribute and node.op_type != "Constant":
+                continue  # nothing below applies
             where = describe_node(node.op_type, node.name, list(node.output))
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) != 1:
                 raise ModelError(f"{label}: {where} has {len(node.attribute)} attributes; a Constant has exactly one")

@@ -29,6 +29,8 @@ from seqlower.model_check import (
     check_proto,
     check_structure,
     check_types,
+    skeleton,
+    sort_nodes,
     weightless_proto,
 )
 from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos
@@ -101,9 +103,11 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: st
 
 
 def read_model_proto(
-    source: ModelSource, *, load_external_data: bool = True, check: bool = True
+    source: ModelSource, *, load_external_data: bool = True, check: bool = True,
+    types: dict[str, onnx.TypeProto] | None = None,
 ) -> onnx.ModelProto:
     """Parse and validate a model from a path, bytes or a ModelProto (which is copied).
+    ``types``, when given, gets the type inference found for each main-graph value.
 
     Raises:
         ModelError: one line naming the file, for anything unreadable or invalid.
@@ -144,10 +148,14 @@ def read_model_proto(
         raise ModelError(f"{label}: not an ONNX model (no IR version)")
     _check_external_data(proto, base_dir, label)
     if check:
-        for warning in check_proto(proto, label, base_dir):
+        # The checks read no weights: they run on the skeleton (big weights as typed inputs).
+        skel = skeleton(proto)
+        for warning in check_proto(skel, label, base_dir):
             warnings.warn(ModelWarning(warning), stacklevel=2)
+            if skel is not proto and "topological" in warning:
+                sort_nodes(proto)  # the checker sorted the skeleton's copy of the nodes
         check_structure(proto, label)
-        check_types(proto, label)
+        check_types(skel, label, types)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)

@@ -29,3 +29,6 @@ class LowerOptions:
     # onnx's full checker after every pass, naming the pass that broke the model
     # (tests and fuzzing: it costs a serialization per pass).
     check_each_pass: bool = False
+    # onnxscript's optimizer (constant folding, common subexpressions, identity removal)
+    # on the lowered region, never on nodes seqlower did not write (--no-optimize).
+    optimize: bool = True

@@ -19,11 +19,13 @@ from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
+from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
-from seqlower.targets import Gap, load_target, target_gaps
+from seqlower.regions import RESERVED_NAMES_KEY, cut, has_work, splice
+from seqlower.targets import Gap, load_target, lacking_ops, target_gaps
 
 __all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "build_passes", "DEFAULT_MAX_UNROLL"]
 
@@ -189,6 +191,77 @@ def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
     return why
 
 
+def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None = None, *,
+                            base_dir: str | None = None, label: str = "<model>",
+                            inferred: dict[str, onnx.TypeProto] | None = None) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
+    """Lower a checked ModelProto, touching only its sequence region (``seqlower.regions``):
+    a model no pass has work in comes back as it is, and a model whose region can be cut
+    out has only that region converted, lowered and spliced back (``proto`` is changed in
+    place). Otherwise the whole model is lowered and an ``ir.Model`` comes back.
+    ``inferred``: value types inference found while checking the model (``read_model_proto``'s
+    ``types``), which spare the region its own inference."""
+    options = options or LowerOptions()
+    target = load_target(options.target)
+    if not has_work(proto, target.lacks, dict(target.quirks)):
+        report = LowerReport()
+        report.gaps = target_gaps(proto, target)
+        return proto, report
+    region = cut(proto, target.lacks, dict(target.quirks), inferred)
+    if region is not None:
+        sub = from_proto(region.model, label)
+        sub.meta[RESERVED_NAMES_KEY] = region.reserved
+        lowered, report = lower_with_report(sub, options)
+        if options.optimize and report.rewrites:
+            optimize_region(lowered)
+            # What folding made constant lets inference find more: inferred now, so that
+            # lowering the output again finds nothing new.
+            _run_passes([InferSequenceShapesPass(options.keepdims_policy)], lowered)
+        # The region's gaps are the lowered sub-model's; outside it there is no sequence,
+        # only ops the target may lack.
+        inside = set(region.nodes)
+        outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target)
+        if splice(proto, region, to_proto(lowered)) is not None:
+            report.gaps = [*report.gaps, *outside]
+            return proto, report
+        logger.info("the region does not splice back; lowering the whole model")
+    model = from_proto(proto, label)
+    if base_dir is not None:
+        ir.external_data.set_base_dir(model.graph, base_dir)
+    return lower_with_report(model, options)
+
+
+def optimize_region(model: ir.Model) -> None:
+    """onnxscript's constant folding and onnx_ir's common-subexpression elimination on a
+    lowered region's sub-model (in place): the shape arithmetic the lowerings emit is
+    folded, repeated subexpressions are computed once, constants become initializers
+    (shared when equal). Functions are not inlined (they are the model's, not the
+    region's); the region's inputs and outputs keep their names."""
+    import onnxscript.optimizer
+    from onnx_ir.passes import common
+
+    # Not onnxscript's whole optimize(): its pattern rewriter costs seconds per thousand
+    # nodes (a matcher pass per rule per node), and its rules are not what a lowering leaves.
+    # onnx_ir warns for each initializer it will not deduplicate because it is a graph
+    # output: a fact about the model, not something for the user to act on.
+    quiet = logging.getLogger("onnx_ir")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        onnxscript.optimizer.fold_constants(model)
+        # Not onnx_ir's IdentityEliminationPass: it makes a Loop body's output an outer
+        # value, which onnx's checker refuses; the splice bypasses the Identities that matter.
+        ir.passes.Sequential(
+            common.CommonSubexpressionEliminationPass(),
+            common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+            common.DeduplicateInitializersPass(),
+            # Not onnx_ir's RemoveUnusedNodesPass: it drops a Loop's empty condition input,
+            # which the Loop schema requires in place.
+            CleanUpGraphPass(),
+        )(model)
+    finally:
+        quiet.setLevel(level)
+
+
 def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **kwargs: Any) -> onnx.ModelProto | ir.Model:
     """Lower a model; returns the same kind it was given (ModelProto or onnx_ir.Model).
 
@@ -197,12 +270,14 @@ def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **k
     model was loaded from, lets small external constants (split sizes, positions) be read
     and folded; without it they are treated as known only at run time.
     """
-    as_proto = isinstance(model, onnx.ModelProto)
-    ir_model = from_proto(model) if as_proto else model
+    if isinstance(model, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        out, _ = lower_proto_with_report(copy, LowerOptions(**kwargs), base_dir=base_dir)
+        return to_proto(out)
     if base_dir is not None:
-        ir.external_data.set_base_dir(ir_model.graph, base_dir)
-    out, _ = lower_with_report(ir_model, LowerOptions(**kwargs))
-    return to_proto(out) if as_proto else out
+        ir.external_data.set_base_dir(model.graph, base_dir)
+    return lower_with_report(model, LowerOptions(**kwargs))[0]
 
 
 def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:

@@ -114,6 +114,7 @@ def lower_checked(
     for backend in backends:
         rep = verify(m, low, inputs=inputs, backend=backend, keepdims_policy=policy, dims=dims)
         assert rep.equivalent, (backend, rep.to_json())
+    _region_way(m, options, tensor_only, inputs, policy, dims, backends[0] if backends else None)
     if "onnxruntime" in backends:
         # onnxruntime's graph optimizer can hide a malformed lowering (or break a good
         # one); the lowered model must run on it with the optimizer off as well.
@@ -121,6 +122,30 @@ def lower_checked(
                      keepdims_policy=policy, dims=dims, ort_opt_level="disable")
         assert rep.equivalent, ("onnxruntime, optimizations disabled", rep.to_json())
     return low, report
+
+
+def _region_way(m, options, tensor_only, inputs, policy, dims, backend) -> None:
+    """The same model lowered as the CLI lowers a file (seqlower.regions: only its sequence
+    region, spliced back) is held to the same promises."""
+    from seqlower.executor.verify import verify
+    from seqlower.inventory import take_inventory
+    from seqlower.model_check import check_proto
+    from seqlower.pipeline import lower_proto_with_report
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(m)
+    out, report = lower_proto_with_report(copy, options)
+    if not isinstance(out, onnx.ModelProto):
+        return  # the whole model was lowered: what lower_checked held it to
+    if _shapeless_io(m):
+        assert all("declare no shape" in w for w in check_proto(out, "region", None, full=True))
+    else:
+        onnx.checker.check_model(out, full_check=True)
+    if tensor_only:
+        assert take_inventory(out).clean and report.tensor_only
+    if backend is not None:
+        rep = verify(m, out, inputs=inputs, backend=backend, keepdims_policy=policy, dims=dims)
+        assert rep.equivalent, ("region", backend, rep.to_json())
 
 
 def _shapeless_io(m: onnx.ModelProto) -> bool:

@@ -107,8 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "stdout, which then holds nothing else); a folder for several models")
     p.add_argument("--max-unroll", type=_nonneg_int, default=DEFAULT_MAX_UNROLL, metavar="N",
                    help=f"longest sequence lowered to one value per element (longer ones and those known"
-                        f" only at run time become packed or Flat tensors), and most trips of a Loop unrolled"
+                        f" only at run time become packed or Flat tensors; a list only cut, edited and joined"
+                        f" back along its cut is one Gather at any length), and most trips of a Loop unrolled"
                         f" for a --target without Loop (default: {DEFAULT_MAX_UNROLL})")
+    p.add_argument("--no-optimize", dest="optimize", action="store_false",
+                   help="skip onnxscript's optimizer (constant folding, common subexpressions, identity removal),"
+                        " which otherwise runs on what seqlower rewrote, never on the model's other nodes")
     p.add_argument("--verify", action="store_true",
                    help="run both models (on --inputs, or synthesized samples) and write only if they agree")
     p.add_argument("--strict", action="store_true",

@@ -80,10 +80,18 @@ def cmd_lower(args: argparse.Namespace) -> int:
 
 def count_ops(model: Any) -> Counter[str]:
     """Op types of every node, subgraphs and functions included (``domain::op`` outside
-    the default domain)."""
+    the default domain), of an onnx_ir model or a ModelProto."""
+    import onnx
     import onnx_ir as ir
 
     counts: Counter[str] = Counter()
+    if isinstance(model, onnx.ModelProto):
+        from seqlower.inventory import walk_graphs
+
+        for _, g, _ in walk_graphs(model):
+            for node in g.node:
+                counts[node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"] += 1
+        return counts
     graphs = [model.graph, *model.functions.values()]
     for g in graphs:
         for node in ir.traversal.RecursiveGraphIterator(g):
@@ -120,8 +128,8 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower import __version__
     from seqlower.cli.verify import compare, load_given_inputs
-    from seqlower.model_io import check_model, load_model, read_model_proto, stage_model
-    from seqlower.pipeline import LowerOptions, lower_with_report
+    from seqlower.model_io import check_model, read_model_proto, stage_model
+    from seqlower.pipeline import LowerOptions, lower_proto_with_report
     from seqlower.targets import load_target
 
     to_stdout = dst_name == STDOUT
@@ -131,12 +139,15 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     timings: dict[str, float] = {}
     given = load_given_inputs(str(src), args.inputs) if args.verify else None
     t = time.perf_counter()
-    model = load_model(src)
-    before = count_ops(model)
+    inferred: dict[str, Any] = {}
+    proto = read_model_proto(src, load_external_data=False, types=inferred)
+    before = count_ops(proto)
     timings["load"] = time.perf_counter() - t
     t = time.perf_counter()
-    lowered, report = lower_with_report(model, LowerOptions(max_unroll=args.max_unroll,
-                                                            keepdims_policy=args.keepdims_policy, target=args.target))
+    options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
+                           optimize=getattr(args, "optimize", True))
+    lowered, report = lower_proto_with_report(proto, options, base_dir=str(src.parent.absolute()), label=str(src),
+                                              inferred=inferred)
     after = count_ops(lowered)
     timings["lower"] = time.perf_counter() - t
     target = load_target(args.target)
@@ -201,10 +212,13 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
 
 def _stdout_bytes(lowered: Any, src: Path) -> bytes:
     """The model as one protobuf message: external weights read in, when they fit."""
+    import onnx
     import onnx_ir as ir
 
     from seqlower.model_io import PROTOBUF_LIMIT, to_proto
 
+    if isinstance(lowered, onnx.ModelProto):  # lowered by region: no external data
+        return lowered.SerializeToString(deterministic=True)
     total = sum(v.const_value.nbytes for g in lowered.graphs() for v in g.initializers.values()
                 if v.const_value is not None)
     if total > PROTOBUF_LIMIT:

@@ -20,7 +20,7 @@ import onnx
 from seqlower.errors import ModelError, describe_node
 from seqlower.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
 
-__all__ = ["Gap", "Target", "TARGETS", "load_target", "target_gaps"]
+__all__ = ["Gap", "Target", "TARGETS", "lacking_ops", "load_target", "target_gaps"]
 
 _HERE = Path(__file__).parent
 from seqlower.options import TARGETS  # noqa: E402 - one list, read without onnx
@@ -74,14 +74,33 @@ def target_gaps(model: onnx.ModelProto, target: Target, kept_loops: Mapping[str,
         gaps += [Gap("op", op.node, op.graph, f"{target.name} runs no sequence or optional op", True) for op in inv.ops]
         gaps += [Gap("value", f"{v.name}: {v.type}", v.graph, f"{target.name} has no sequence or optional type", True) for v in inv.values]
     for path, graph, _ in walk_graphs(model):
-        for node in graph.node:
-            if node.domain not in ("", "ai.onnx") or node.op_type not in target.lacks:
-                continue
-            if not target.sequences and node.op_type in SEQUENCE_OPS:
-                continue  # already counted above
-            where = describe_node(node.op_type, node.name, list(node.output))
-            why = f"{target.name} has no {node.op_type}"
-            if kept_loops and where in kept_loops:
-                why += f", and {kept_loops[where]}"
-            gaps.append(Gap("op", where, path, why))
+        gaps += _lacking(graph.node, path, target, kept_loops)
+    return gaps
+
+
+def lacking_ops(nodes: list[onnx.NodeProto], target: Target, path: str = "main") -> list[Gap]:
+    """The gaps of main-graph ``nodes`` (with their subgraphs) that hold no sequence: the
+    ops ``target`` lacks."""
+    gaps = _lacking(nodes, path, target, None)
+    for node in nodes:
+        if node.attribute and any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            holder = onnx.ModelProto()
+            holder.graph.node.append(node)
+            gaps += [g for sub_path, graph, _ in walk_graphs(holder) if sub_path != "main"
+                     for g in _lacking(graph.node, sub_path.replace("main", path, 1), target, None)]
+    return gaps
+
+
+def _lacking(nodes, path: str, target: Target, kept_loops: Mapping[str, str] | None) -> list[Gap]:
+    gaps = []
+    for node in nodes:
+        if node.op_type not in target.lacks or node.domain not in ("", "ai.onnx"):
+            continue
+        if not target.sequences and node.op_type in SEQUENCE_OPS:
+            continue  # counted with the sequences
+        where = describe_node(node.op_type, node.name, list(node.output))
+        why = f"{target.name} has no {node.op_type}"
+        if kept_loops and where in kept_loops:
+            why += f", and {kept_loops[where]}"
+        gaps.append(Gap("op", where, path, why))
     return gaps

@@ -1,0 +1,433 @@
+"""Sequence regions (DESIGN.md, "Core v2": Regions): the part of a model the passes rewrite,
+cut out of the ModelProto, lowered alone and spliced back. The rest of the model is never
+converted to onnx_ir, inferred, checked by inference or re-serialized by seqlower: a model
+with one small sequence region costs about what reading and writing it costs, and a model
+with none costs exactly that.
+
+A region is every node of the main graph that holds an op some pass rewrites (a sequence,
+optional or map op, a control-flow op the schedule touches, an op the target lacks), at
+any depth of its subgraphs, with every node a sequence value can reach from there (through
+Identity, If, Loop, Scan and custom ops). Its sub-model reads the region's inputs as graph
+inputs (small constants as initializers, so the folds still see them) and declares the
+values the rest of the model reads as its outputs. Where the model declares no type for a
+region input, onnx shape inference runs on the input's upstream cone only, with the
+weights replaced by typed inputs.
+
+``cut`` says None when the region way does not apply (sequences at the model boundary or
+in functions, external data, a target whose rewrites touch every node); the caller then
+lowers the whole model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from seqlower import ops
+
+__all__ = ["Region", "cut", "splice", "has_work", "RESERVED_NAMES_KEY"]
+
+# model.meta of a region's sub-model: every name the rest of the model uses; the passes'
+# NameAuthority takes none of them, so what a lowering creates never collides on splice.
+RESERVED_NAMES_KEY = "seqlower.reserved_names"
+
+_DEFAULT = ("", "ai.onnx")
+# Ops whose outputs may be sequences when an input is: a value from the region keeps
+# growing the region through them.
+_CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
+# Target quirks whose rewrites run over every node, not only sequence ones.
+_WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output"})
+# Constants at most this big are copied into the sub-model as initializers (the folds
+# read split sizes, positions, shapes); bigger ones are typed graph inputs.
+_SMALL_BYTES = 1 << 16
+
+
+# Target quirks whose rewrites apply to every Loop (passes/schedule.py's final passes).
+_LOOP_QUIRKS = frozenset({"empty-constant-loop-state", "loop-assumes-an-iteration"})
+
+
+def _relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[str]:
+    """Ops some pass rewrites: sequence and optional ops, ReverseSequence, what the target
+    lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
+    about them, every Loop."""
+    loops = {"Loop"} if _LOOP_QUIRKS & set(quirks) else set()
+    return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | loops)
+
+
+def _string_scans(node: onnx.NodeProto) -> bool:
+    """A Loop with a string scan output: carry_string_scans rewrites it for every target."""
+    if node.op_type != "Loop" or node.domain not in _DEFAULT:
+        return False
+    body = next((a.g for a in node.attribute if a.name == "body"), None)
+    if body is None:
+        return False
+    carried = len(node.input) - 2
+    return any(v.type.tensor_type.elem_type == onnx.TensorProto.STRING for v in body.output[1 + carried:])
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    out: list[onnx.GraphProto] = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            out.append(attr.g)
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            out.extend(attr.graphs)
+    return out
+
+
+def _is_relevant(node: onnx.NodeProto, relevant: frozenset[str]) -> bool:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.domain in _DEFAULT and n.op_type in relevant or _string_scans(n):
+            return True
+        if n.domain == "ai.onnx.ml" and n.op_type in ML_OPS:
+            return True
+        for g in _subgraphs(n):
+            stack.extend(g.node)
+            if any(_non_tensor(v.type) for v in (*g.input, *g.output, *g.value_info)):
+                return True
+    return False
+
+
+ML_OPS = ops.names("ml", domain="ai.onnx.ml") | {"ZipMap"}
+
+
+def _non_tensor(tp: onnx.TypeProto) -> bool:
+    return tp.WhichOneof("value") not in ("tensor_type", None)
+
+
+def _outer_reads(node: onnx.NodeProto) -> set[str]:
+    """The names a node reads: its inputs and, through its subgraphs, every outer name."""
+    names = {x for x in node.input if x}
+    for sub in _subgraphs(node):
+        defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+        defined |= {o for n in sub.node for o in n.output}
+        for n in sub.node:
+            names |= _outer_reads(n) - defined
+    return names
+
+
+def _inner_names(node: onnx.NodeProto) -> set[str]:
+    """Every name defined inside a node's subgraphs (one namespace with the outer graph)."""
+    names: set[str] = set()
+    stack = _subgraphs(node)
+    while stack:
+        g = stack.pop()
+        names.update(v.name for v in g.input)
+        names.update(t.name for t in g.initializer)
+        for n in g.node:
+            names.update(o for o in n.output if o)
+            stack.extend(_subgraphs(n))
+    return names
+
+
+def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = ()) -> bool:
+    """Whether any pass has anything to do in ``model``: a relevant op or a non-tensor
+    value anywhere (functions, subgraphs, the boundary)."""
+    if _WHOLE_MODEL_QUIRKS & set(quirks):
+        return True
+    relevant = _relevant_ops(lacks, quirks)
+    g = model.graph
+    if any(_non_tensor(v.type) for v in (*g.input, *g.output, *g.value_info)):
+        return True
+    for f in model.functions:
+        if any(_is_relevant(n, relevant) for n in f.node):
+            return True
+    return any(_is_relevant(n, relevant) for n in g.node)
+
+
+@dataclass
+class Region:
+    model: onnx.ModelProto  # the sub-model: the region's nodes, inputs and outputs
+    nodes: list[int]  # indices of the region's nodes in the main graph
+    inputs: list[str]  # names the region reads from the rest (graph inputs of the sub-model)
+    outputs: list[str]  # names of the region the rest reads (graph outputs of the sub-model)
+    constants: set[str] = field(default_factory=set)  # main-graph initializers copied in
+    reserved: set[str] = field(default_factory=set)  # every name outside the region
+    last_producer: int = -1  # the last node outside the region that makes one of its inputs
+    first_reader: int = 0  # the first node outside the region that reads one of its outputs
+    constant_nodes: dict[str, int] = field(default_factory=dict)  # inputs from Constant nodes: where
+
+
+def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
+        inferred: dict[str, onnx.TypeProto] | None = None) -> Region | None:
+    """The sequence region of ``model``'s main graph as a sub-model, or None when the region
+    way does not apply (see the module's doc). ``model`` is not changed. ``inferred``:
+    types inference already found for the main graph's values (else the region's inputs
+    that the model does not type are inferred on their cone).
+
+    A few passes over the nodes, each a set test per node: a model of 40,000 nodes is cut
+    in a tenth of a second."""
+    if _WHOLE_MODEL_QUIRKS & set(quirks):
+        return None
+    g = model.graph
+    relevant = _relevant_ops(lacks, quirks)
+    if any(_non_tensor(v.type) for v in (*g.input, *g.output)):
+        return None  # the boundary ABI rewrites the model's signature
+    if any(_is_relevant(n, relevant) for f in model.functions for n in f.node):
+        return None
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in g.initializer):
+        return None
+    nodes = list(g.node)
+    region: set[int] = set()
+    outer: dict[int, set[str]] = {}  # nodes with subgraphs: every name they read
+    for i, n in enumerate(nodes):
+        if n.attribute and _subgraphs(n):
+            outer[i] = _outer_reads(n)
+        if n.op_type in relevant and n.domain in _DEFAULT or n.domain == "ai.onnx.ml" and n.op_type in ML_OPS:
+            region.add(i)
+        elif n.op_type == "Loop" and _string_scans(n):
+            region.add(i)
+        elif i in outer and _is_relevant(n, relevant):
+            region.add(i)
+    if not region:
+        return None
+    # A value from the region reaches further through ops that carry sequences.
+    frontier = {o for i in region for o in nodes[i].output if o}
+    while frontier:
+        grown: set[str] = set()
+        for i, n in enumerate(nodes):
+            if i not in region and (n.domain not in _DEFAULT or n.op_type in _CARRIERS) and not (
+                    frontier.isdisjoint(n.input) and frontier.isdisjoint(outer.get(i, ()))):
+                region.add(i)
+                grown.update(o for o in n.output if o)
+        frontier = grown
+    order = sorted(region)
+    defined = {o for i in order for o in nodes[i].output if o}
+    inputs: list[str] = []
+    for i in order:
+        for x in (outer[i] if i in outer else nodes[i].input):
+            if x and x not in defined and x not in inputs:
+                inputs.append(x)
+    wanted = set(inputs)
+    read_outside: set[str] = {v.name for v in g.output} & defined
+    reserved: set[str] = {v.name for v in g.input}
+    last_producer, first_reader = -1, len(nodes)
+    constant_nodes: dict[str, onnx.NodeProto] = {}
+    constant_at: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        if i in region:
+            continue
+        reserved.update(n.output)
+        if not wanted.isdisjoint(n.output):
+            if n.op_type == "Constant" and n.domain in _DEFAULT and not n.input:
+                # Comes along as a constant: a place after it only if the lowering reads it.
+                constant_nodes[n.output[0]] = n
+                constant_at[n.output[0]] = i
+            else:
+                last_producer = i
+        reads = outer.get(i, n.input)
+        if not defined.isdisjoint(reads):
+            read_outside.update(defined.intersection(reads))
+            first_reader = min(first_reader, i)
+        if i in outer:
+            reserved |= _inner_names(n)
+    outputs = [o for i in order for o in nodes[i].output if o in read_outside]
+
+    types: dict[str, onnx.TypeProto] = {}
+    for v in (*g.input, *g.value_info, *g.output):
+        if v.type.WhichOneof("value") is not None:
+            types.setdefault(v.name, v.type)
+    initializers = {t.name: t for t in g.initializer if t.name in wanted}
+    reserved.update(t.name for t in g.initializer)
+    missing = [x for x in [*inputs, *outputs] if not _full_type(types.get(x)) and x not in initializers]
+    if missing and inferred is not None:
+        types.update((x, inferred[x]) for x in missing if x in inferred)
+    elif missing:
+        types.update(_infer_cone(model, nodes, missing, types, region))
+
+    sub_inputs, sub_inits, constants = [], [], set()
+    for x in inputs:
+        t = initializers.get(x)
+        if t is None and x in constant_nodes:
+            t = _constant_value(constant_nodes[x])
+            if t is None:  # a Constant of a kind that is not one tensor: a run-time value
+                last_producer = max(last_producer, nodes.index(constant_nodes[x]))
+        if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data:
+            sub_inits.append(t)
+            constants.add(x)
+        elif t is not None:
+            sub_inputs.append(helper.make_tensor_value_info(x, t.data_type, list(t.dims)))
+        else:
+            vi = onnx.ValueInfoProto(name=x)
+            if x in types:
+                vi.type.CopyFrom(types[x])
+            sub_inputs.append(vi)
+    sub_outputs = []
+    for x in outputs:
+        vi = onnx.ValueInfoProto(name=x)
+        if x in types:
+            vi.type.CopyFrom(types[x])
+        sub_outputs.append(vi)
+    sub_graph = helper.make_graph([nodes[i] for i in order], g.name or "main", sub_inputs, sub_outputs,
+                                  initializer=sub_inits)
+    region_names = defined | {n for i in order for n in _inner_names(nodes[i])}
+    sub_graph.value_info.extend(v for v in g.value_info if v.name in region_names)
+    sub = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    sub.opset_import.extend(model.opset_import)
+    sub.functions.extend(model.functions)
+    sub.graph.CopyFrom(sub_graph)
+    return Region(sub, order, inputs, outputs, constants, reserved - set(inputs), last_producer, first_reader,
+                  {k: v for k, v in constant_at.items() if k in constants})
+
+
+def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """A Constant node's value as a tensor named like its output (None: a kind kept as a
+    run-time value: sparse, strings)."""
+    attr = node.attribute[0] if len(node.attribute) == 1 else None
+    if attr is None:
+        return None
+    name = node.output[0]
+    if attr.name == "value":
+        t = onnx.TensorProto()
+        t.CopyFrom(attr.t)
+        t.name = name
+        return t
+    kinds = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
+    if attr.name not in kinds:
+        return None
+    return onnx.numpy_helper.from_array(np.asarray(helper.get_attribute_value(attr), kinds[attr.name]), name)
+
+
+def _full_type(tp: onnx.TypeProto | None) -> bool:
+    return tp is not None and (tp.WhichOneof("value") != "tensor_type" or (
+        tp.tensor_type.elem_type != 0 and tp.tensor_type.HasField("shape")))
+
+
+def _infer_cone(model: onnx.ModelProto, nodes: list[onnx.NodeProto], wanted: list[str],
+                types: dict[str, onnx.TypeProto], region: set[int]) -> dict[str, onnx.TypeProto]:
+    """onnx shape inference on what ``wanted`` depends on (stopping at values the model types
+    fully), weights replaced by typed inputs: types for ``wanted``."""
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output}
+    initializers = {t.name: t for t in model.graph.initializer}
+    cone: set[int] = set()
+    stack = list(wanted)
+    seen: set[str] = set()
+    inputs: list[onnx.ValueInfoProto] = []
+    inits: list[onnx.TensorProto] = []
+    while stack:
+        x = stack.pop()
+        if x in seen or not x:
+            continue
+        seen.add(x)
+        i = producer.get(x)
+        if i is not None and (i in region or not _full_type(types.get(x))):
+            if i not in cone:
+                cone.add(i)
+                stack.extend(_outer_reads(nodes[i]) if _subgraphs(nodes[i]) else nodes[i].input)
+            continue
+        if x in initializers:
+            t = initializers[x]
+            if len(t.raw_data) <= _SMALL_BYTES and not t.external_data:
+                inits.append(t)
+            else:
+                inputs.append(helper.make_tensor_value_info(x, t.data_type, list(t.dims)))
+        elif x in types:
+            vi = onnx.ValueInfoProto(name=x)
+            vi.type.CopyFrom(types[x])
+            inputs.append(vi)
+    graph = helper.make_graph([nodes[i] for i in sorted(cone)], "cone", inputs,
+                              [onnx.ValueInfoProto(name=x) for x in wanted], initializer=inits)
+    m = onnx.ModelProto(ir_version=model.ir_version)
+    m.opset_import.extend(model.opset_import)
+    m.functions.extend(model.functions)
+    m.graph.CopyFrom(graph)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # best effort: inference failing leaves these unknown, as before
+        return {}
+    found = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)
+             if v.type.WhichOneof("value") is not None}
+    return {x: found[x] for x in wanted if x in found}
+
+
+def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> onnx.ModelProto | None:
+    """``model`` with the region's nodes replaced by ``lowered``'s (its lowered sub-model),
+    or None when the two do not fit (a name taken twice, an input or output lost); the
+    caller then lowers the whole model. ``model`` is changed in place on success."""
+    g, lg = model.graph, lowered.graph
+    if [v.name for v in lg.input] != [v.name for v in region.model.graph.input]:
+        return None
+    if [v.name for v in lg.output] != region.outputs:
+        return None
+    made = {o for n in lg.node for o in n.output if o} | {t.name for t in lg.initializer}
+    for n in lg.node:
+        made |= _inner_names(n)
+    if not made.isdisjoint(region.reserved):
+        return None
+    in_region = set(region.nodes)
+    nodes = list(g.node)
+    last_producer, first_reader = region.last_producer, region.first_reader
+    if region.constant_nodes:
+        reads = set().union(*(_outer_reads(n) for n in lg.node))
+        last_producer = max([last_producer, *(i for x, i in region.constant_nodes.items() if x in reads)])
+    if last_producer >= first_reader:
+        return None  # the region reads what a reader of its outputs makes: no place fits
+    # Where the region began, unless an input is made later: the untouched nodes keep their
+    # order around it, and lowering the output again puts everything where it was.
+    at = max(region.nodes[0], last_producer + 1)
+    kept_before = [n for i, n in enumerate(nodes) if i not in in_region and i < at]
+    kept_after = [n for i, n in enumerate(nodes) if i not in in_region and i >= at]
+    region_nodes = _bypass_identities(lg, set(region.outputs) - {v.name for v in g.output}, kept_after)
+    bypassed = {n.output[0] for n in lg.node if n.op_type == "Identity"} - {o for n in region_nodes for o in n.output}
+    new_nodes = [*kept_before, *region_nodes, *kept_after]
+    del g.node[:]
+    g.node.extend(new_nodes)
+    have = {t.name for t in g.initializer}
+    g.initializer.extend(t for t in lg.initializer if t.name not in have and t.name not in region.constants)
+    # Value infos: the region's old ones go (sequence types the lowering removed), the
+    # lowered sub-model's come in.
+    # A model output the region makes is declared as the lowering declares it (a declared
+    # shape a keepdims policy corrected).
+    lowered_types = {v.name: v.type for v in lg.output}
+    for v in g.output:
+        if v.name in lowered_types and v.type != lowered_types[v.name]:
+            v.type.CopyFrom(lowered_types[v.name])
+    # An entry the lowering still types keeps its place, so lowering again changes nothing.
+    old = {o for i in region.nodes for o in nodes[i].output} | {n for i in region.nodes for n in _inner_names(nodes[i])}
+    skip = {v.name for v in g.output} | bypassed | {t.name for t in g.initializer} | region.constants
+    new = {v.name: v for v in (*lg.value_info, *lg.output) if v.name not in skip and v.type.WhichOneof("value")}
+    keep = [new.pop(v.name, v) for v in g.value_info if v.name not in old or v.name in new]
+    keep.extend(new.values())
+    del g.value_info[:]
+    g.value_info.extend(keep)
+    have_ops = {(o.domain, o.version) for o in model.opset_import}
+    model.opset_import.extend(o for o in lowered.opset_import if (o.domain, o.version) not in have_ops)
+    for prop in lowered.metadata_props:
+        if prop.key.startswith("seqlower."):
+            model.metadata_props.add(key=prop.key, value=prop.value)
+    return model
+
+
+def _bypass_identities(lowered: onnx.GraphProto, internal: set[str], readers: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """The lowered region's nodes without the Identities that only hand a value to the rest
+    of the model under its old name (a Split/Concat pair that cancels out leaves one):
+    the readers (``readers``, changed in place) read the value itself."""
+    rename: dict[str, str] = {}
+    kept: list[onnx.NodeProto] = []
+    for n in lowered.node:
+        if n.op_type == "Identity" and n.domain in _DEFAULT and n.output[0] in internal:
+            rename[n.output[0]] = rename.get(n.input[0], n.input[0])
+        else:
+            kept.append(n)
+    if rename:
+        for n in readers:
+            _rename_reads(n, rename)
+    return kept
+
+
+def _rename_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+    for k, x in enumerate(node.input):
+        if x in rename:
+            node.input[k] = rename[x]
+    for sub in _subgraphs(node):
+        for n in sub.node:
+            _rename_reads(n, rename)
+        for v in sub.output:  # a subgraph output that is an outer value, named directly
+            if v.name in rename:
+                v.name = rename[v.name]
