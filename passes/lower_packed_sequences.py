@@ -505,6 +505,13 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> 
         return "Transpose (stack)"
     axis %= r
     t = _transpose(data, _perm_from_front(r + 1, axis), o, f"{name}_moved")
+    rest = [d for i, d in enumerate(lw.elem(src).dims) if i != axis]
+    if all(isinstance(d, int) and d > 0 for d in rest):
+        # The other dims are known and not zero: -1 is exact (0 when the list or the axis
+        # is empty), and the target a constant.
+        target_dims = [*rest[:axis], -1, *rest[axis:]]
+        lw.output(out, o.op("Reshape", [t, o.b.ints(target_dims, f"{name}_shape")], f"{name}_joined"), node, scope)
+        return "Transpose + Reshape"
     dims = o.shape(t, f"{name}_dims")
     pair = o.slice(dims, o.ints([axis]), o.ints([axis + 2]), [0], f"{name}_pair")
     merged = o.b.reduce("ReduceProd", pair, [0], f"{name}_merged", keepdims=True)

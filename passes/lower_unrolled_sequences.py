@@ -50,6 +50,9 @@ from seqlower.analysis import (
     split_squeezes,
 )
 from seqlower.builder import Builder, concat_shape
+from seqlower.passes._batched_map import batched_plan, run_batched
+from seqlower.passes._static_rows import Src, gather_rows, stack_rows
+from seqlower.passes._tensor_ops import Ops
 from seqlower.errors import ModelError
 
 __all__ = ["LowerUnrolledSequencesPass"]
@@ -65,6 +68,9 @@ class Elem:
     const: np.ndarray | None
     shape: ir.Shape | None
     dtype: ir.DataType | None
+    # Where the element was cut from (passes/_static_rows.py); with value None, it is
+    # made (a Gather or Slice of the source) only where something reads it alone.
+    src: Src | None = None
 
     @staticmethod
     def of(v: ir.Value) -> Elem:
@@ -99,6 +105,12 @@ class _Lowerer(Converter):
         self.policy = policy
         self.elems: dict[ir.Value, list[Elem]] = {}
         self._materialized: dict[tuple[int, int], ir.Value] = {}
+        # A tensor that is an element read out of a list (SequenceAt): put into a list
+        # again, it keeps where it came from.
+        self.read_out: dict[ir.Value, Elem] = {}
+
+    def element(self, v: ir.Value) -> Elem:
+        return self.read_out.get(v) or Elem.of(v)
 
     def walks_into(self, node: ir.Node) -> bool:
         # A map's body is lowered before it is inlined once per element; an If's rule
@@ -137,8 +149,18 @@ class _Lowerer(Converter):
         key = (id(e), id(b.graph))
         v = self._materialized.get(key)
         if v is None:
-            assert e.const is not None
-            v = b.constant(e.const, name)
+            if e.const is not None:
+                v = b.constant(e.const, name)
+            else:
+                assert e.src is not None
+                s = e.src
+                if s.squeezed:
+                    v = b.op("Gather", [s.value, b.constant(np.array(s.start, np.int64), f"{name}_at")], name,
+                             shape=e.shape, axis=s.axis)
+                else:
+                    v = b.slice(s.value, b.ints([s.start], f"{name}_start"), b.ints([s.stop], f"{name}_stop"), [s.axis],
+                                name)
+                    v.shape = e.shape
             self._materialized[key] = v
         return v
 
@@ -186,10 +208,19 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) ->
     if not sizes:
         lw.elems[out] = []
         return "empty"
+    dim = sum(sizes)
+    starts = np.cumsum([0, *sizes]).tolist()
+    srcs = [Src(x, axis, starts[i], starts[i + 1], bool(squeeze), dim) for i in range(len(sizes))]
+    if len(sizes) > lw.analysis.max_unroll:
+        # Past --max-unroll only a web that makes no node per element is unrolled (see
+        # choose.py): its elements are made where something reads one alone.
+        infos = info.shapes if info.shapes is not None else [None] * len(sizes)
+        lw.elems[out] = [Elem(None, None, infos[i], x.dtype, srcs[i]) for i in range(len(sizes))]
+        return "rows, gathered where joined"
     parts = b.split(x, sizes, axis, [f"{base}_{i}" for i in range(len(sizes))], f"{base}_split")
     if squeeze:
         parts = [b.squeeze(p, [axis], f"{base}_{i}_squeezed") for i, p in enumerate(parts)]
-    lw.elems[out] = [Elem(p, None, p.shape, p.dtype) for p in parts]
+    lw.elems[out] = [Elem(p, None, p.shape, p.dtype, srcs[i]) for i, p in enumerate(parts)]
     return "Split + Squeeze" if squeeze else "Split"
 
 
@@ -201,7 +232,7 @@ def _sequence_empty(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> st
 
 @rule("SequenceConstruct", "unrolled")
 def _sequence_construct(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    lw.elems[node.outputs[0]] = [Elem.of(v) for v in node.inputs if v is not None]
+    lw.elems[node.outputs[0]] = [lw.element(v) for v in node.inputs if v is not None]
     return "list"
 
 
@@ -240,7 +271,7 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> s
     n = len(items)
     p = n if p is None else (p + n if p < 0 else p)
     assert 0 <= p <= n
-    items.insert(p, Elem.of(node.inputs[1]))
+    items.insert(p, lw.element(node.inputs[1]))
     lw.elems[node.outputs[0]] = items
     return "list"
 
@@ -263,11 +294,12 @@ def _sequence_at(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     p = _position(node, 1)
     assert p is not None and -len(items) <= p < len(items)
     e = items[p]
-    if e.value is None:
-        assert e.const is not None
+    if e.value is None and e.const is not None:
         lw.constant_output(node, e.const, b, scope)
         return "folded"
-    lw.replace(node, e.value, scope, owned=False)
+    value = lw.materialize(e, b, node.outputs[0].name or "element")
+    lw.replace(node, value, scope, owned=e.value is None)
+    lw.read_out[value] = e
     return "element"
 
 
@@ -303,6 +335,15 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope)
         lw.constant_output(node, folded.astype(arrays[0].dtype, copy=False), b, scope)
         return "folded"
     base = out.name or "concat"
+    if rank is not None:
+        gathered = gather_rows(items, axis, bool(new_axis), b, base,
+                               lambda e: lw.materialize(e, b, f"{base}_loose"))
+        if gathered is not None:
+            made = gathered.producer() is not None and gathered.producer() in b.nodes
+            if made and gathered.shape is None:
+                gathered.shape = out.shape
+            lw.replace(node, gathered, scope, owned=made)
+            return "one Gather, Slice or Reshape of the rows it joins"
     values = [lw.materialize(e, b, f"{base}_in{i}") for i, e in enumerate(items)]
     if new_axis:
         values = [b.unsqueeze(v, [axis], f"{base}_in{i}_unsqueezed") for i, v in enumerate(values)]
@@ -316,11 +357,55 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope)
     return "Unsqueeze + Concat" if new_axis else "Concat"
 
 
+def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, b: Builder) -> bool:
+    """The body once on the stacked elements (passes/_batched_map.py), as a person would
+    write it, when the elements of each list share one static shape and the body's ops
+    allow it; each output element is then a row of the body's stacked result."""
+    seq_inputs = [(inp, bi) for inp, bi in zip(node.inputs, body.inputs) if inp is not None and lw.analysis.unrolled(inp)]
+    n = len(lw.seq(seq_inputs[0][0]))
+    if n == 0:
+        return False
+    for inp, _ in seq_inputs:
+        shapes = {_static_shape(e.shape) for e in lw.seq(inp)}
+        if len(shapes) != 1 or None in shapes:
+            return False
+    plan = batched_plan(body, [bi for _, bi in seq_inputs], b.opset)
+    if plan is None:
+        return False
+    value_map: dict[ir.Value, ir.Value | None] = {bi: inp for inp, bi in zip(node.inputs, body.inputs)}
+    base = node.outputs[0].name or "map"
+    for inp, bi in seq_inputs:
+        items = lw.seq(inp)
+        stacked = stack_rows(items, b, f"{base}_{bi.name or 'x'}")
+        if stacked is None:
+            stacked = b.concat([b.unsqueeze(lw.materialize(e, b, f"{bi.name or 'x'}_{i}"), [0], f"{base}_in{i}")
+                                for i, e in enumerate(items)], 0, f"{base}_{bi.name or 'x'}_stack", None)
+        value_map[bi] = stacked
+    outputs = [(bo, out.name or "map") for out, bo in zip(node.outputs, body.outputs)]
+    count1 = b.ints([n], f"{base}_n")
+    stacks = run_batched(body, plan, value_map, [bi for _, bi in seq_inputs], outputs, count1, Ops(b), lw.names)
+    for out, bo, (y, _) in zip(node.outputs, body.outputs, stacks):
+        info = lw.analysis.info.get(out)
+        shapes = info.shapes if info is not None and info.shapes is not None else [bo.shape] * n
+        if shapes[0] is not None and (y.shape is None or y.shape.rank() == shapes[0].rank() + 1):
+            y.shape = ir.Shape([n, *shapes[0].dims])  # the stack's length is known here
+        lw.elems[out] = [Elem(None, None, shapes[i], y.dtype or bo.dtype, Src(y, 0, i, i + 1, True, n)) for i in range(n)]
+    return True
+
+
+def _static_shape(shape: ir.Shape | None) -> tuple[int, ...] | None:
+    if shape is None or not all(isinstance(d, int) for d in shape.dims):
+        return None
+    return tuple(shape.dims)  # type: ignore[arg-type]
+
+
 @rule("SequenceMap", "unrolled")
 def _sequence_map(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     first = lw.seq(node.inputs[0])
     n = len(first)
+    if _batched_map(lw, node, body, b):
+        return f"the body once on the {n} stacked elements (batched)"
     outs: list[list[Elem]] = [[] for _ in node.outputs]
     for i in range(n):
         value_map: dict[ir.Value, ir.Value | None] = {}

@@ -29,7 +29,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower import ops
-from seqlower.builder import merge_shapes, subgraphs
+from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.irutil import (
     _int_attr,
@@ -91,7 +91,7 @@ class _Analyzer(ControlFlow, Chooser):
         self.runtime_ranks = runtime_ranks
         self.max_unroll = max_unroll
         self.policy = keepdims_policy
-        self.result = Analysis()
+        self.result = Analysis(max_unroll=max_unroll)
         self.web = nx.Graph()
         self.blockers: dict[ir.Value, str] = {}
         # Values whose web no lowering can take (the rest of ``blockers`` only stops
@@ -101,6 +101,19 @@ class _Analyzer(ControlFlow, Chooser):
         self._order: dict[ir.Value, int] = {}
         self._links: list[tuple[list[ir.Value], bool]] = []
         self._anchored = frozenset(model_input_dims(model))
+        # Shapes of tensors read out of lists (ConcatFromSequence, SequenceAt) that the
+        # model does not declare yet: a list cut from them later in the same run sees
+        # them, so a chain of split -> map -> concat blocks is known in one analysis,
+        # not one block per round of onnx inference.
+        self.tensor_shapes: dict[ir.Value, ir.Shape] = {}
+
+    def _shape(self, v: ir.Value | None) -> ir.Shape | None:
+        declared = _shape_of(v)
+        known = self.tensor_shapes.get(v) if v is not None else None
+        if known is None or declared is None or declared.rank() != known.rank():
+            return declared if declared is not None else known
+        return ir.Shape([d if isinstance(d, int) else k if isinstance(k, int) else d
+                         for d, k in zip(declared.dims, known.dims)])
 
     # entry
     def run(self) -> Analysis:
@@ -228,14 +241,14 @@ class _Analyzer(ControlFlow, Chooser):
         if len(dtypes) > 1:
             raise ModelError(f"{node_label(node)}: inputs have different dtypes {sorted(d.name for d in dtypes)}")
         info = SeqInfo.of_elements(
-            next(iter(dtypes), None), [_shape_of(v) for v in node.inputs], [const_array(v) for v in node.inputs]
+            next(iter(dtypes), None), [self._shape(v) for v in node.inputs], [const_array(v) for v in node.inputs]
         )
         self._set(node.outputs[0], info, label)
 
     def _t_SplitToSequence(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 2)
         x = node.inputs[0]
-        shape = _shape_of(x)
+        shape = self._shape(x)
         has_split = len(node.inputs) > 1 and node.inputs[1] is not None
         split = const_array(node.inputs[1]) if has_split else None
         axis = _int_attr(node, "axis", 0)
@@ -316,8 +329,8 @@ class _Analyzer(ControlFlow, Chooser):
         self._link([node.inputs[0], out])
         if s.length is None or (pos_v is not None and pos is None):
             length = None if s.length is None else s.length + 1
-            elem = merge_shapes([s.elem_shape, _shape_of(t)]) if s.length != 0 else _shape_of(t)
-            uniform = s.uniform and s.elem_shape == _shape_of(t) if s.length != 0 else _fully_known(_shape_of(t))
+            elem = merge_shapes([s.elem_shape, self._shape(t)]) if s.length != 0 else self._shape(t)
+            uniform = s.uniform and s.elem_shape == self._shape(t) if s.length != 0 else _fully_known(self._shape(t))
             if length is not None:
                 # Each element's shape is at least the merged one (its rank, the dims
                 # they all share): a sound approximation, which later ops can join.
@@ -335,7 +348,7 @@ class _Analyzer(ControlFlow, Chooser):
         p = p + n if p < 0 else p  # -1 inserts before the last element, not after it
         shapes = [sh if sh is not None else s.elem_shape for sh in (s.shapes or ())]
         consts = list(s.consts or ())
-        shapes.insert(p, _shape_of(t))
+        shapes.insert(p, self._shape(t))
         consts.insert(p, const_array(t))
         self._set(out, SeqInfo.of_elements(dtype, shapes, consts), label)
 
@@ -382,6 +395,8 @@ class _Analyzer(ControlFlow, Chooser):
             n = s.length
             if not -n <= pos < n:
                 self._fail(node, f"position {pos} is out of range [-{n}, {n - 1}] for a sequence of length {n}")
+            elif s.shapes is not None and s.shapes[pos] is not None:
+                self.tensor_shapes[node.outputs[0]] = s.shapes[pos]
 
     def _t_SequenceLength(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 1)
@@ -392,6 +407,14 @@ class _Analyzer(ControlFlow, Chooser):
         s = self._need_seq(node, 0)
         if s.length == 0:
             self._fail(node, "concatenates an empty sequence (an error on every runtime)")
+        elif s.shapes is not None and "axis" in node.attributes:
+            new_axis = bool(_int_attr(node, "new_axis", 0))
+            try:
+                shape = concat_shape(list(s.shapes), node.attributes["axis"].as_int(), new_axis)
+            except (ValueError, IndexError):
+                shape = None  # an axis out of range: the lowering says so
+            if shape is not None:
+                self.tensor_shapes[node.outputs[0]] = shape
 
     # decisions -------------------------------------------------------------------------
 

@@ -79,6 +79,7 @@ class Analysis:
     # Ragged ones' varying axis and element shape (None along that axis).
     stacked_shape: dict[ir.Value, ir.Shape] = field(default_factory=dict)
     ragged: dict[ir.Value, tuple[int, ir.Shape]] = field(default_factory=dict)
+    max_unroll: int = 64  # the --max-unroll the decisions were made with
 
     def unrolled(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].unrolled
@@ -215,6 +216,7 @@ class Chooser:
         for v in values:
             if v in self.blockers:
                 return self.blockers[v]
+        exempt: bool | None = None  # computed once, for the first list past --max-unroll
         for v in values:
             info = self.result.info.get(v)
             if info is None:
@@ -223,13 +225,52 @@ class Chooser:
             if info.length is None:
                 return f"the length of '{v.name}' is only known at run time"
             if info.length > self.max_unroll:
-                return f"'{v.name}' has {info.length} elements, more than --max-unroll {self.max_unroll}"
+                if exempt is None:
+                    exempt = self._no_node_per_element(values)
+                if not exempt:
+                    return f"'{v.name}' has {info.length} elements, more than --max-unroll {self.max_unroll}"
         for v in values:
             for use in _users(v):
                 why = self._runtime_position(use)
                 if why:
                     return why
         return None
+
+    @staticmethod
+    def _no_node_per_element(values: list[ir.Value]) -> bool:
+        """Whether unrolling the web makes no node per element: its lists are only cut from
+        tensors, edited at constant positions, read and joined (one Gather), never mapped
+        or carried through control flow. --max-unroll bounds the nodes unrolling makes, so
+        it does not apply to such a web."""
+        cuts: set[tuple[int, bool, int]] = set()  # (axis, squeezed, rank) of each SplitToSequence
+        joins: set[tuple[int, bool]] = set()  # (axis, new_axis) of each ConcatFromSequence
+        for v in values:
+            p = v.producer()
+            if p is not None and p.op_type in ("If", "Loop", "Scan", "SequenceMap"):
+                return False
+            if p is not None and p.op_type == "SplitToSequence":
+                x = p.inputs[0]
+                has_split = len(p.inputs) > 1 and p.inputs[1] is not None
+                keepdims = _int_attr(p, "keepdims", 1)
+                if x is None or x.shape is None or x.shape.rank() == 0 or (has_split and not keepdims):
+                    return False
+                rank = x.shape.rank()
+                cuts.add((_int_attr(p, "axis", 0) % rank, not keepdims, rank))
+            for use in _users(v):
+                if use.op_type in ("If", "Loop", "Scan", "SequenceMap"):
+                    return False
+                if use.op_type == "ConcatFromSequence":
+                    joins.add((_int_attr(use, "axis", 0), bool(_int_attr(use, "new_axis", 0))))
+        # Joined along the axis they were cut on (passes/_static_rows.py): one node.
+        if len(cuts) != 1:
+            return False
+        ((axis, squeezed, rank),) = cuts
+        for at, new_axis in joins:
+            if squeezed and not ((new_axis and at % rank == axis) or (not new_axis and rank >= 2 and at % (rank - 1) == axis)):
+                return False
+            if not squeezed and (new_axis or at % rank != axis):
+                return False
+        return True
 
     def _hard_use_reason(self, node: ir.Node, v: ir.Value) -> str | None:
         if not is_default_domain(node) or node.op_type not in LOWERABLE_OPS:

@@ -174,9 +174,14 @@ def test_webs_are_blocked_by_boundaries_runtime_positions_and_max_unroll():
     reasons = {w.values[0].name: w.reason for w in a.webs}
     assert "position of SequenceAt" in reasons["s"]
     assert "model output" in reasons["out"]
+    # Joined along another axis than the cut, each element would be a node of its own.
+    _, a, _ = _analyze(model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=1), helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                             [t("x", FLOAT, [3, 70])], [t("y", FLOAT, [210, 1])]), max_unroll=64)
+    assert "more than --max-unroll 64" in a.webs[0].reason
+    # Joined along the cut: one node whatever the length, so --max-unroll does not apply.
     _, a, _ = _analyze(model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=1), helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1)],
                              [t("x", FLOAT, [3, 70])], [t("y", FLOAT, [3, 70])]), max_unroll=64)
-    assert "more than --max-unroll 64" in a.webs[0].reason
+    assert a.webs[0].unrolled, a.webs[0].reason
 
 
 def test_a_huge_constant_trip_count_leaves_the_length_unknown():
