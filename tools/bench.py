@@ -1,29 +1,364 @@
-"""Lowering time against sequence length and graph size, and the run time of the
-dynamic lowerings (figures, not assertions).
+"""What lowering costs against reading and writing the model, and what the lowered model
+costs to run (figures, not assertions; Stage 8's goals are read off this table).
 
-    python tools/bench.py
+    python tools/bench.py [--quick] [--only sparse,chain,edits] [--folder /tmp/seqlower-bench]
+    python tools/bench.py --flat-vs-stacked   # run time of the Flat and Stacked lowerings
 
-1. Lowering time. Model: x[n, 8] split into n chunks, each chunk through a 4-node
-   SequenceMap body, an insert and an erase, concatenated; plus ``chains`` copies of that
-   side by side. The design asks for passes linear in graph size and sequence length: the
-   ``per unit`` column should stay roughly flat as n and chains grow.
-2. Run time on onnxruntime of a model whose length is known only at run time (x[N, M]
-   unbound into rows, each row read at a run-time position, mapped, an element inserted
-   and one erased, a loop appending one row per step, everything stacked): the original
-   (onnxruntime runs sequences), the Flat lowering and the Stacked one, measured in one
-   run, so the ratios are what to read.
+Models (built here, written to --folder):
+
+- sparse N: residual MLP blocks (MatMul, Relu, MatMul, Add: 4 nodes, two 46 x 46 weights
+  each) with one SplitToSequence -> ConcatFromSequence pair in the middle: N nodes, almost
+  none of them about sequences (10k and 40k nodes; 40k is 168 MB).
+- chain B: B blocks of SplitToSequence(x[64, 50], 4 rows each) -> SequenceMap(MatMul by a
+  50 x 50 weight, Relu) -> ConcatFromSequence (1,000 and 5,000 blocks).
+- edits E: the rows of x[64, 8] as a sequence, E SequenceInsert / SequenceErase at constant
+  positions (inserted rows are constants), stacked back (1,000 and 10,000 edits).
+
+For each model, every measurement in a fresh process (wall time of the work, peak RSS of
+the process): onnx.load + onnx.save (the baseline any tool pays); onnxscript's optimizer
+(load, optimize, save); ``seqlower lower`` (the CLI, as a user runs it). Then onnxruntime
+latency of the original, the lowered model and a hand-written tensor-only equivalent
+(the limit: what a person would write for the same numbers).
+
+Printed per model: seconds and the ratio to load + save; peak RSS over (model size +
+the interpreter's own RSS with seqlower imported); nodes in and out; latencies and ratios.
+The last lines put each Stage 8 goal next to its figure.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from seqlower import LowerOptions, load_model, lower_with_report
+ROOT = Path(__file__).resolve().parent.parent
+OPSET = 18
+
+# -- models ---------------------------------------------------------------------------------
 
 
+def _model(nodes, inputs, outputs, inits, name: str) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=9)
+
+
+def sparse(nodes: int, *, hand_written: bool = False) -> onnx.ModelProto:
+    """Residual MLP blocks, one Split/Concat sequence pair in the middle."""
+    dim, blocks = 46, max(1, (nodes - 2) // 4)
+    rng = np.random.default_rng(0)
+    body, inits, prev = [], [], "x"
+    for b in range(blocks):
+        w1, w2 = f"w1_{b}", f"w2_{b}"
+        inits += [numpy_helper.from_array((rng.standard_normal((dim, dim)) / dim).astype(np.float32), w1),
+                  numpy_helper.from_array((rng.standard_normal((dim, dim)) / dim).astype(np.float32), w2)]
+        body += [helper.make_node("MatMul", [prev, w1], [f"h{b}"]), helper.make_node("Relu", [f"h{b}"], [f"r{b}"]),
+                 helper.make_node("MatMul", [f"r{b}", w2], [f"g{b}"]),
+                 helper.make_node("Add", [prev, f"g{b}"], [f"y{b}"])]
+        prev = f"y{b}"
+        if b == blocks // 2:
+            if hand_written:
+                continue
+            inits.append(numpy_helper.from_array(np.array([20, 26], np.int64), "halves"))
+            body += [helper.make_node("SplitToSequence", [prev, "halves"], ["parts"], axis=1),
+                     helper.make_node("ConcatFromSequence", ["parts"], ["joined"], axis=1)]
+            prev = "joined"
+    body.append(helper.make_node("Identity", [prev], ["out"]))
+    return _model(body, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", dim])],
+                  [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", dim])], inits, "sparse")
+
+
+CHAIN_ROWS, CHAIN_STEP, CHAIN_DIM = 64, 4, 50
+
+
+def chain(blocks: int, *, hand_written: bool = False) -> onnx.ModelProto:
+    """SplitToSequence -> SequenceMap(MatMul, Relu) -> ConcatFromSequence, ``blocks`` times;
+    hand-written: Reshape to [16, 4, 50] -> MatMul -> Relu -> Reshape, per block."""
+    rng = np.random.default_rng(1)
+    inits = ([numpy_helper.from_array(np.array([CHAIN_ROWS // CHAIN_STEP, CHAIN_STEP, CHAIN_DIM], np.int64), "stacked"),
+              numpy_helper.from_array(np.array([CHAIN_ROWS, CHAIN_DIM], np.int64), "flat")] if hand_written
+             else [numpy_helper.from_array(np.array(CHAIN_STEP, np.int64), "step")])
+    nodes, prev = [], "x"
+    elem = [CHAIN_STEP, CHAIN_DIM]
+    for b in range(blocks):
+        w = f"w{b}"
+        inits.append(numpy_helper.from_array((rng.standard_normal((CHAIN_DIM, CHAIN_DIM)) / 8).astype(np.float32), w))
+        if hand_written:
+            nodes += [helper.make_node("Reshape", [prev, "stacked"], [f"s{b}"]),
+                      helper.make_node("MatMul", [f"s{b}", w], [f"m{b}"]),
+                      helper.make_node("Relu", [f"m{b}"], [f"r{b}"]),
+                      helper.make_node("Reshape", [f"r{b}", "flat"], [f"y{b}"])]
+        else:
+            fn = helper.make_graph(
+                [helper.make_node("MatMul", ["e", w], ["m"]), helper.make_node("Relu", ["m"], ["o"])], f"block{b}",
+                [helper.make_tensor_value_info("e", TensorProto.FLOAT, elem)],
+                [helper.make_tensor_value_info("o", TensorProto.FLOAT, elem)])
+            nodes += [helper.make_node("SplitToSequence", [prev, "step"], [f"s{b}"], axis=0),
+                      helper.make_node("SequenceMap", [f"s{b}"], [f"m{b}"], body=fn),
+                      helper.make_node("ConcatFromSequence", [f"m{b}"], [f"y{b}"], axis=0)]
+        prev = f"y{b}"
+    nodes.append(helper.make_node("Identity", [prev], ["out"]))
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [CHAIN_ROWS, CHAIN_DIM])],
+                  [helper.make_tensor_value_info("out", TensorProto.FLOAT, [CHAIN_ROWS, CHAIN_DIM])], inits, "chain")
+
+
+EDIT_ROWS, EDIT_WIDTH, EDIT_EXTRAS = 64, 8, 16
+
+
+def _edit_plan(edits: int) -> list[tuple[str, int, int]]:
+    """(insert, position, extra row k) | (erase, position, 0) | (move, from, to) per edit:
+    inserted rows are erased again and rows of x are moved, so the output is a static
+    permutation of x's rows with some inserted rows, and its length stays near EDIT_ROWS."""
+    rng = np.random.default_rng(2)
+    plan, rows = [], list(range(EDIT_ROWS))  # where each current element comes from (>= EDIT_ROWS: an extra)
+    for _ in range(edits):
+        extras = [i for i, r in enumerate(rows) if r >= EDIT_ROWS]
+        pick = rng.random()
+        if extras and (len(rows) > EDIT_ROWS + 8 or pick < 0.4):
+            pos = int(rng.choice(extras))
+            pos -= len(rows) if rng.random() < 0.5 else 0
+            plan.append(("erase", pos, 0))
+            del rows[pos]
+        elif pick < 0.8:
+            pos, k = int(rng.integers(-len(rows), len(rows) + 1)), int(rng.integers(EDIT_EXTRAS))
+            plan.append(("insert", pos, k))
+            rows.insert(pos if pos >= 0 else len(rows) + pos, EDIT_ROWS + k)
+        else:
+            a, b = int(rng.integers(len(rows))), int(rng.integers(len(rows)))
+            plan.append(("move", a, b))
+            rows.insert(b, rows.pop(a))
+    return plan
+
+
+def _replay(plan: list[tuple[str, int, int]]) -> list[int]:
+    rows = list(range(EDIT_ROWS))
+    for op, a, b in plan:
+        if op == "erase":
+            del rows[a]
+        elif op == "insert":
+            rows.insert(a if a >= 0 else len(rows) + a, EDIT_ROWS + b)
+        else:
+            rows.insert(b, rows.pop(a))
+    return rows
+
+
+def edits(count: int, *, hand_written: bool = False) -> onnx.ModelProto:
+    """``count`` edits (a move is SequenceAt + SequenceErase + SequenceInsert); by hand:
+    Concat(x, extras) -> one Gather with a constant index."""
+    rng = np.random.default_rng(3)
+    extras = rng.standard_normal((EDIT_EXTRAS, EDIT_WIDTH)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [EDIT_ROWS, EDIT_WIDTH])
+    plan = _edit_plan(count)
+    if hand_written:
+        rows = _replay(plan)
+        inits = [numpy_helper.from_array(extras, "extras"), numpy_helper.from_array(np.array(rows, np.int64), "index")]
+        nodes = [helper.make_node("Concat", ["x", "extras"], ["all"], axis=0),
+                 helper.make_node("Gather", ["all", "index"], ["out"], axis=0)]
+        return _model(nodes, [x], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [len(rows), EDIT_WIDTH])],
+                      inits, "edits")
+    inits = [numpy_helper.from_array(extras[k], f"extra{k}") for k in range(EDIT_EXTRAS)]
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s0"], axis=0, keepdims=0)]
+    positions: dict[int, str] = {}
+
+    def position(p: int) -> str:
+        if p not in positions:
+            positions[p] = f"p{len(positions)}"
+            inits.append(numpy_helper.from_array(np.array(p, np.int64), positions[p]))
+        return positions[p]
+
+    for i, (op, a, b) in enumerate(plan):
+        s, t = f"s{i}", f"s{i + 1}"
+        if op == "erase":
+            nodes.append(helper.make_node("SequenceErase", [s, position(a)], [t]))
+        elif op == "insert":
+            nodes.append(helper.make_node("SequenceInsert", [s, f"extra{b}", position(a)], [t]))
+        else:
+            nodes += [helper.make_node("SequenceAt", [s, position(a)], [f"moved{i}"]),
+                      helper.make_node("SequenceErase", [s, position(a)], [f"without{i}"]),
+                      helper.make_node("SequenceInsert", [f"without{i}", f"moved{i}", position(b)], [t])]
+    nodes.append(helper.make_node("ConcatFromSequence", [f"s{len(plan)}"], ["out"], axis=0, new_axis=1))
+    used = {i for n in nodes for i in n.input}
+    inits = [t for t in inits if t.name in used]
+    return _model(nodes, [x], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [None, EDIT_WIDTH])], inits,
+                  "edits")
+
+
+FAMILIES = {"sparse": sparse, "chain": chain, "edits": edits}
+SIZES = {"sparse": (10_002, 40_002), "chain": (1_000, 5_000), "edits": (1_000, 10_000)}
+QUICK = {"sparse": (2_002, 10_002), "chain": (200, 1_000), "edits": (100, 1_000)}
+LATENCY_SIZES = {"chain": (100, 1_000), "edits": (100, 1_000, 10_000), "sparse": (2_002,)}
+QUICK_LATENCY = {"chain": (100, 1_000), "edits": (100, 1_000), "sparse": (2_002,)}
+
+# -- measurement in a fresh process ---------------------------------------------------------
+
+CHILD = {
+    "idle": "import onnx, onnx_ir, onnxscript, seqlower.pipeline",
+    "load+save": "import onnx\nm = onnx.load(SRC)\nonnx.save(m, DST)",
+    "onnxscript": ("import onnx, onnxscript.optimizer\nm = onnx.load(SRC)\n"
+                   "m = onnxscript.optimizer.optimize(m)\nonnx.save(m, DST)"),
+    "seqlower": "from seqlower.cli import main\nassert main(['lower', SRC, '-o', DST, '-q']) == 0",
+}
+
+
+def isolated(kind: str, src: str = "", dst: str = "", timeout: float | None = None) -> tuple[float, float]:
+    """Seconds of the work (imports excluded) and peak RSS (MiB) of a fresh process; past
+    ``timeout`` seconds, (inf, nan)."""
+    code = (f"import time, resource\nSRC, DST = {src!r}, {dst!r}\n"
+            + "\n".join(line for line in CHILD[kind].splitlines() if line.startswith("import")
+                        or line.startswith("from"))
+            + "\nt = time.perf_counter()\n"
+            + "\n".join(line for line in CHILD[kind].splitlines() if not (line.startswith("import")
+                                                                          or line.startswith("from")))
+            + "\nprint(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env,
+                             timeout=timeout).stdout
+    except subprocess.TimeoutExpired:
+        return float("inf"), float("nan")
+    seconds, kib = out.split()[-2:]
+    return float(seconds), int(kib) / 1024
+
+
+def latency_ms(path: str, feeds: dict[str, np.ndarray], budget: float = 1.0) -> tuple[float, list[np.ndarray]]:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    out = sess.run(None, feeds)
+    start, reps = time.perf_counter(), 0
+    while reps < 3 or (time.perf_counter() - start < budget and reps < 200):
+        sess.run(None, feeds)
+        reps += 1
+    return 1000 * (time.perf_counter() - start) / reps, out
+
+
+def feeds_for(family: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(4)
+    shape = {"sparse": (32, 46), "chain": (CHAIN_ROWS, CHAIN_DIM), "edits": (EDIT_ROWS, EDIT_WIDTH)}[family]
+    return {"x": rng.standard_normal(shape).astype(np.float32)}
+
+
+def nodes_of(path: str) -> int:
+    m = onnx.load(path, load_external_data=False)
+    count, stack = 0, [m.graph]
+    while stack:
+        g = stack.pop()
+        for n in g.node:
+            count += 1
+            for a in n.attribute:
+                stack.extend([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))
+    return count
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    ap.add_argument("--only", default="sparse,chain,edits")
+    ap.add_argument("--folder", type=Path, default=Path("/tmp/seqlower-bench"))
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--optimizer-timeout", type=float, default=300,
+                    help="stop onnxscript's optimizer after this many seconds (shown as inf; default: 300)")
+    args = ap.parse_args()
+    args.folder.mkdir(parents=True, exist_ok=True)
+    families = args.only.split(",")
+    sizes = QUICK if args.quick else SIZES
+    idle = isolated("idle")[1]
+    print(f"interpreter with seqlower imported: {idle:.0f} MiB peak RSS\n")
+    rows: list[dict] = []
+    print(f"{'model':14} {'MB':>6} {'nodes':>7} {'out':>7} {'load+save s':>11} {'onnxscript':>10} {'seqlower s':>10}"
+          f" {'x l+s':>6} {'x opt':>6} {'RSS MiB':>8} {'RSS/(MB+idle)':>13}")
+    for family in families:
+        for size in sizes[family]:
+            src = str(args.folder / f"{family}{size}.onnx")
+            onnx.save(FAMILIES[family](size), src)
+            mb = os.path.getsize(src) / 2**20
+            base, _ = isolated("load+save", src, str(args.folder / "copy.onnx"))
+            opt, _ = isolated("onnxscript", src, str(args.folder / "optimized.onnx"), timeout=args.optimizer_timeout)
+            low, rss = isolated("seqlower", src, str(args.folder / f"{family}{size}.lowered.onnx"))
+            n_in, n_out = nodes_of(src), nodes_of(str(args.folder / f"{family}{size}.lowered.onnx"))
+            row = {"model": f"{family} {size}", "family": family, "size": size, "mb": mb, "nodes": n_in,
+                   "nodes_out": n_out, "load_save": base, "onnxscript": opt, "seqlower": low, "rss": rss,
+                   "rss_ratio": rss / (mb + idle)}
+            rows.append(row)
+            print(f"{row['model']:14} {mb:6.1f} {n_in:7} {n_out:7} {base:11.2f} {opt:10.2f} {low:10.2f}"
+                  f" {low / base:6.1f} {low / opt:6.2f} {rss:8.0f} {row['rss_ratio']:13.2f}", flush=True)
+
+    print(f"\n{'onnxruntime ms':14} {'original':>9} {'lowered':>9} {'by hand':>9} {'orig/low':>9} {'low/hand':>9}")
+    latencies: list[dict] = []
+    for family in families:
+        for size in (QUICK_LATENCY if args.quick else LATENCY_SIZES)[family]:
+            src = str(args.folder / f"{family}{size}.lat.onnx")
+            hand = str(args.folder / f"{family}{size}.hand.onnx")
+            dst = str(args.folder / f"{family}{size}.lat.lowered.onnx")
+            onnx.save(FAMILIES[family](size), src)
+            onnx.save(FAMILIES[family](size, hand_written=True), hand)
+            isolated("seqlower", src, dst)
+            feeds = feeds_for(family)
+            ms_o, out_o = latency_ms(src, feeds)
+            ms_l, out_l = latency_ms(dst, feeds)
+            ms_h, out_h = latency_ms(hand, feeds)
+            for a, b, c in zip(out_o, out_l, out_h):
+                np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(c, a, rtol=1e-5, atol=1e-5)
+            latencies.append({"model": f"{family} {size}", "family": family, "size": size, "original": ms_o,
+                              "lowered": ms_l, "hand": ms_h})
+            print(f"{family + ' ' + str(size):14} {ms_o:9.3f} {ms_l:9.3f} {ms_h:9.3f} {ms_o / ms_l:9.2f}"
+                  f" {ms_l / ms_h:9.2f}", flush=True)
+    goals(rows, latencies)
+    if args.json:
+        args.json.write_text(json.dumps({"idle_rss": idle, "lowering": rows, "latency": latencies}, indent=1))
+
+
+def goals(rows: list[dict], latencies: list[dict]) -> None:
+    """Each Stage 8 goal next to what was measured."""
+    print("\ngoals")
+    by = {(r["family"], r["size"]): r for r in rows}
+
+    def show(text: str, figure: str, ok: bool) -> None:
+        print(f"  [{'met' if ok else 'NOT met'}] {text}: {figure}")
+
+    for (family, size), limit in ((("sparse", 40_002), 2.0), (("chain", 5_000), 3.0)):
+        if (r := by.get((family, size))) is not None:
+            ratio = r["seqlower"] / r["load_save"]
+            show(f"{family} {size}: lowering <= {limit:g}x load+save", f"{ratio:.2f}x", ratio <= limit)
+    if (r := by.get(("edits", 10_000))) is not None:
+        show("edits 10000: lowering <= 5 s", f"{r['seqlower']:.2f} s", r["seqlower"] <= 5)
+    for family in ("sparse", "chain", "edits"):
+        small, big = [by[(f, s)] for (f, s) in sorted(by) if f == family][:1], [by[(f, s)] for (f, s) in sorted(by) if f == family][-1:]
+        if small and big and small[0] is not big[0]:
+            a, b = small[0], big[0]
+            growth = (b["seqlower"] / a["seqlower"]) / (b["nodes"] / a["nodes"])
+            show(f"{family}: time grows <= 1.1x per size step (time ratio / node ratio)", f"{growth:.2f}", growth <= 1.1)
+    worst = max(rows, key=lambda r: r["rss_ratio"], default=None)
+    if worst is not None:
+        show("peak RSS <= 3x (model + interpreter)", f"worst {worst['rss_ratio']:.2f} ({worst['model']})",
+             worst["rss_ratio"] <= 3)
+    for lat in latencies:
+        speedup = lat["original"] / lat["lowered"]
+        need = {"chain": 2.0, "edits": 100.0 if lat["size"] >= 10_000 else 1.0}.get(lat["family"], 1.0)
+        show(f"{lat['model']}: lowered >= {need:g}x faster than the original on onnxruntime", f"{speedup:.2f}x",
+             speedup >= need)
+        if lat["family"] == "chain":
+            off = lat["lowered"] / lat["hand"]
+            show(f"{lat['model']}: within 1.1x of hand-written", f"{off:.2f}x", off <= 1.1)
+    for r in rows:
+        if r["family"] in ("sparse", "edits"):
+            show(f"{r['model']}: nodes out <= nodes in (static web)", f"{r['nodes_out']} <= {r['nodes']}",
+                 r["nodes_out"] <= r["nodes"])
+
+
+# tools/memory.py's model: x[n, 8] split, mapped, inserted into, erased from and
+# concatenated, ``chains`` copies side by side.
 def build(n: int, chains: int):
     body = helper.make_graph(
         [
@@ -58,18 +393,10 @@ def build(n: int, chains: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def main() -> None:
-    print(f"{'n':>5} {'chains':>6} {'nodes out':>9} {'seconds':>8} {'ms per unit':>11}")
-    for n, chains in ((8, 1), (16, 1), (32, 1), (64, 1), (120, 1), (64, 2), (64, 4), (64, 8)):
-        m = build(n, chains)
-        start = time.perf_counter()
-        out, report = lower_with_report(load_model(m), LowerOptions(max_unroll=128))
-        seconds = time.perf_counter() - start
-        assert report.tensor_only
-        units = n * chains
-        print(f"{n:>5} {chains:>6} {len(list(out.graph)):>9} {seconds:>8.3f} {1000 * seconds / units:>11.2f}")
 
-
+# --flat-vs-stacked: x[N, M] unbound into rows, each row read at a run-time position,
+# mapped, an element inserted and one erased, a loop appending one row per step,
+# everything stacked; lowered Flat and Stacked.
 def build_dynamic():
     body = helper.make_graph(
         [helper.make_node("Mul", ["e", "w"], ["m"]), helper.make_node("Relu", ["m"], ["o"])],
@@ -106,9 +433,12 @@ def build_dynamic():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
-def run_time() -> None:
+def flat_vs_stacked() -> None:
+    """Run time on onnxruntime of a model whose length is known only at run time, lowered
+    Flat and Stacked, against the original (README, step 5)."""
     import onnxruntime as ort
 
+    from seqlower import LowerOptions, load_model, lower_with_report
     from seqlower.model_io import to_proto
 
     m = build_dynamic()
@@ -141,5 +471,8 @@ def run_time() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    run_time()
+    if "--flat-vs-stacked" in sys.argv:
+        sys.path.insert(0, str(ROOT))
+        flat_vs_stacked()
+    else:
+        main()
