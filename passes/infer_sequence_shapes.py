@@ -81,6 +81,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         super().__init__()
         self.keepdims_policy = keepdims_policy
 
+    news_for_onnx = True
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = _reset_after_policy_squeezes(model, self.keepdims_policy)
         modified |= _forget_body_output_names(model)
@@ -96,7 +98,9 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             changed = self._onnx_inference(model)
             changed |= self._apply_analysis(model, analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy))
             modified |= changed
-            if not changed:
+            if not changed or not self.news_for_onnx:
+                # Nothing the analysis wrote feeds what onnx infers (a shape only sequence
+                # ops read, which the analysis itself follows): another onnx run finds nothing.
                 break
         return modified
 
@@ -205,15 +209,21 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         return modified
 
     def _apply_analysis(self, model: ir.Model, analysis: Analysis) -> bool:
+        self.news_for_onnx = False
         modified = False
         for value, info in analysis.info.items():
+            changed = False
             if info.dtype is not None and not isinstance(value.type, ir.SequenceType):
                 value.type = ir.SequenceType(ir.TensorType(info.dtype))
-                modified = True
+                changed = True
             shape = refine_shape(value.shape, info.elem_shape)
             if shape != value.shape:
                 value.shape = shape
+                changed = True
+            if changed:
                 modified = True
+                self.news_for_onnx |= _read_by_onnx(value, _SEQUENCE_READERS, model.graph)
+        self._main = model.graph
         for scope in walk_scopes(model):
             modified |= self._reads(scope.graph, scope, analysis)
         return modified
@@ -246,10 +256,29 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 if out.type is None and info.dtype is not None:
                     out.type = ir.TensorType(info.dtype)
                     modified = True
+                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, self._main)
                 if new != out.shape:
                     out.shape = new
+                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, self._main)
                     modified = True
         return modified
+
+
+# Readers of a sequence whose outputs the analysis does not type itself (onnx's inference
+# does, from the sequence's declared element type), and readers of a tensor the analysis
+# typed that are not sequence ops (for those, the analysis follows the shape itself).
+_SEQUENCE_READERS = frozenset({"SequenceInsert", "SequenceErase", "SequenceLength", "SplitToSequence"})
+_TENSOR_READERS = frozenset({"SequenceInsert", "SequenceConstruct", "SplitToSequence"})
+
+
+def _read_by_onnx(v: ir.Value, followed: frozenset[str], main: ir.Graph) -> bool:
+    """Whether a shape just written on ``v`` can teach onnx's inference something: ``v``
+    is read by a node outside ``followed`` (ops the analysis follows itself) or inside a
+    subgraph, or is a subgraph's output (its owner's output is inferred from it)."""
+    if v.is_graph_output() and v.graph is not main:
+        return True
+    return any(not is_default_domain(u.node) or u.node.op_type not in followed or u.node.graph is not v.graph
+               for u in v.uses())
 
 
 def _declarable(shape: ir.Shape, anchored: frozenset[str]) -> ir.Shape:
@@ -352,6 +381,10 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
     A model output's declared shape derived that way (exporters copy onnx's inference)
     is wrong under the policy too: it is re-inferred, and the report says so.
     """
+    if not any(n.op_type == "SplitToSequence" and len(n.inputs) > 1 and n.inputs[1] is not None
+               and "keepdims" in n.attributes and not n.attributes["keepdims"].as_int()
+               for g in (*model.graphs(), *model.functions.values()) for n in g):
+        return False  # no split the policy could squeeze: nothing to analyse
     analysis = analyze(model, max_unroll=0, keepdims_policy=policy)
     seeds = []
     for value, info in analysis.info.items():

@@ -48,8 +48,11 @@ class SeqInfo:
         dtype: ir.DataType | None, shapes: Sequence[ir.Shape | None], consts: Sequence[np.ndarray | None]
     ) -> SeqInfo:
         shapes = tuple(shapes)
-        merged = merge_shapes(shapes) if shapes else None
-        uniform = bool(shapes) and merged is not None and all(s == merged for s in shapes) and _fully_known(merged)
+        # Merge each distinct shape once: a list of 70 rows of one shape edited 10,000
+        # times is 10,000 merges of one shape, not of 70.
+        distinct = list({None if s is None else s.dims: s for s in shapes}.values())
+        merged = merge_shapes(distinct) if shapes else None
+        uniform = bool(shapes) and merged is not None and all(s == merged for s in distinct) and _fully_known(merged)
         return SeqInfo(dtype, len(shapes), shapes, merged, uniform, tuple(consts))
 
     @staticmethod

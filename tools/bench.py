@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -209,15 +208,17 @@ CHILD = {
 
 
 def isolated(kind: str, src: str = "", dst: str = "", timeout: float | None = None) -> tuple[float, float]:
-    """Seconds of the work (imports excluded) and peak RSS (MiB) of a fresh process; past
+    """Seconds of the work (imports excluded) and peak RSS (MiB: VmHWM, which exec resets,
+    unlike ru_maxrss, which a child inherits from this process) of a fresh process; past
     ``timeout`` seconds, (inf, nan)."""
-    code = (f"import time, resource\nSRC, DST = {src!r}, {dst!r}\n"
+    code = (f"import time\nSRC, DST = {src!r}, {dst!r}\n"
             + "\n".join(line for line in CHILD[kind].splitlines() if line.startswith("import")
                         or line.startswith("from"))
             + "\nt = time.perf_counter()\n"
             + "\n".join(line for line in CHILD[kind].splitlines() if not (line.startswith("import")
                                                                           or line.startswith("from")))
-            + "\nprint(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+            + "\nprint(time.perf_counter() - t, next(int(line.split()[1]) for line in open('/proc/self/status')"
+            + " if line.startswith('VmHWM:')))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
         out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env,
@@ -228,18 +229,26 @@ def isolated(kind: str, src: str = "", dst: str = "", timeout: float | None = No
     return float(seconds), int(kib) / 1024
 
 
-def latency_ms(path: str, feeds: dict[str, np.ndarray], budget: float = 1.0) -> tuple[float, list[np.ndarray]]:
+def latencies_ms(paths: list[str], feeds: dict[str, np.ndarray], budget: float = 3.0) -> list[tuple[float, list]]:
+    """Median onnxruntime latency (one thread) of each model, and its outputs; the models
+    run in turn, so drift on the machine hits them alike."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    out = sess.run(None, feeds)
-    start, reps = time.perf_counter(), 0
-    while reps < 3 or (time.perf_counter() - start < budget and reps < 200):
-        sess.run(None, feeds)
-        reps += 1
-    return 1000 * (time.perf_counter() - start) / reps, out
+    sessions = [ort.InferenceSession(p, opts, providers=["CPUExecutionProvider"]) for p in paths]
+    outs = [s.run(None, feeds) for s in sessions]
+    for _ in range(5):  # warm up: first runs allocate
+        for s in sessions:
+            s.run(None, feeds)
+    times: list[list[float]] = [[] for _ in sessions]
+    start = time.perf_counter()
+    while len(times[0]) < 5 or (time.perf_counter() - start < budget and len(times[0]) < 300):
+        for k, s in enumerate(sessions):
+            t = time.perf_counter()
+            s.run(None, feeds)
+            times[k].append(time.perf_counter() - t)
+    return [(1000 * float(np.median(ts)), out) for ts, out in zip(times, outs)]
 
 
 def feeds_for(family: str) -> dict[str, np.ndarray]:
@@ -304,9 +313,7 @@ def main() -> None:
             onnx.save(FAMILIES[family](size, hand_written=True), hand)
             isolated("seqlower", src, dst)
             feeds = feeds_for(family)
-            ms_o, out_o = latency_ms(src, feeds)
-            ms_l, out_l = latency_ms(dst, feeds)
-            ms_h, out_h = latency_ms(hand, feeds)
+            (ms_o, out_o), (ms_l, out_l), (ms_h, out_h) = latencies_ms([src, dst, hand], feeds)
             for a, b, c in zip(out_o, out_l, out_h):
                 np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
                 np.testing.assert_allclose(c, a, rtol=1e-5, atol=1e-5)
