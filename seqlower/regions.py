@@ -152,6 +152,7 @@ class Region:
     last_producer: int = -1  # the last node outside the region that makes one of its inputs
     first_reader: int = 0  # the first node outside the region that reads one of its outputs
     constant_nodes: dict[str, int] = field(default_factory=dict)  # inputs from Constant nodes: where
+    own_constants: set[str] = field(default_factory=set)  # constants only the region reads
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
@@ -210,6 +211,7 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     last_producer, first_reader = -1, len(nodes)
     constant_nodes: dict[str, onnx.NodeProto] = {}
     constant_at: dict[str, int] = {}
+    shared: set[str] = set()  # inputs of the region that the rest of the model reads too
     for i, n in enumerate(nodes):
         if i in region:
             continue
@@ -225,6 +227,8 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
         if not defined.isdisjoint(reads):
             read_outside.update(defined.intersection(reads))
             first_reader = min(first_reader, i)
+        if not wanted.isdisjoint(reads):
+            shared.update(wanted.intersection(reads))
         if i in outer:
             reserved |= _inner_names(n)
     outputs = [o for i in order for o in nodes[i].output if o in read_outside]
@@ -272,8 +276,9 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     sub.opset_import.extend(model.opset_import)
     sub.functions.extend(model.functions)
     sub.graph.CopyFrom(sub_graph)
+    shared.update(v.name for v in g.output)
     return Region(sub, order, inputs, outputs, constants, reserved - set(inputs), last_producer, first_reader,
-                  {k: v for k, v in constant_at.items() if k in constants})
+                  {k: v for k, v in constant_at.items() if k in constants}, constants - shared)
 
 
 def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
@@ -375,9 +380,19 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     kept_after = [n for i, n in enumerate(nodes) if i not in in_region and i >= at]
     region_nodes = _bypass_identities(lg, set(region.outputs) - {v.name for v in g.output}, kept_after)
     bypassed = {n.output[0] for n in lg.node if n.op_type == "Identity"} - {o for n in region_nodes for o in n.output}
+    # Constants only the region read, which its lowering no longer reads, go with it.
+    still_read = set().union(*(_outer_reads(n) for n in region_nodes)) if region.own_constants else set()
+    dropped = region.own_constants - still_read
+    if dropped:
+        kept_before = [n for n in kept_before if not (n.op_type == "Constant" and n.output[0] in dropped)]
+        kept_after = [n for n in kept_after if not (n.op_type == "Constant" and n.output[0] in dropped)]
     new_nodes = [*kept_before, *region_nodes, *kept_after]
     del g.node[:]
     g.node.extend(new_nodes)
+    if dropped and any(t.name in dropped for t in g.initializer):
+        kept_inits = [t for t in g.initializer if t.name not in dropped]
+        del g.initializer[:]
+        g.initializer.extend(kept_inits)
     have = {t.name for t in g.initializer}
     g.initializer.extend(t for t in lg.initializer if t.name not in have and t.name not in region.constants)
     # Value infos: the region's old ones go (sequence types the lowering removed), the

@@ -85,6 +85,8 @@ def test_only_the_region_is_rewritten_and_the_rest_is_untouched():
     assert outside == [n.SerializeToString() for n in seq_free if n.op_type in ("MatMul", "Relu", "Add")]
     # The lowering is a static permutation of two column blocks: no more nodes than before.
     assert len(low.graph.node) <= len(m.graph.node)
+    # The split sizes and the position only the region read went with it.
+    assert not {"halves", "first"} & {t.name for t in low.graph.initializer}
     _equivalent(m, low)
 
 
@@ -192,3 +194,15 @@ def test_the_lowered_region_is_optimized_and_no_optimize_skips_it(tmp_path):
     copy.CopyFrom(m)
     out, _ = lower_proto_with_report(copy, LowerOptions(optimize=False))
     assert out.SerializeToString() == plain.SerializeToString()
+
+
+def test_a_constant_the_rest_of_the_model_reads_too_stays():
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+             helper.make_node("SequenceInsert", ["s", "row"], ["s2"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["c"], axis=0),
+             helper.make_node("Add", ["row", "row"], ["twice"])]
+    m = model(nodes, [t("x", FLOAT, [2, 3])], [t("c", FLOAT, [3, 3]), t("twice", FLOAT, [1, 3])],
+              initializer=[const("row", np.ones((1, 3), np.float32))])
+    low, _ = _lower(m)
+    assert "row" in {i.name for i in low.graph.initializer}
+    _equivalent(m, low)
