@@ -13,6 +13,7 @@ or Gather) for its body to run once on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,7 +22,7 @@ import onnx_ir as ir
 
 from seqlower.builder import Builder
 
-__all__ = ["Src", "gather_rows", "stack_rows"]
+__all__ = ["Src", "gather_rows", "stack_rows", "static_dims"]
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,15 @@ class _Elem(Protocol):
     src: Src | None
 
 
-def _static(shape: ir.Shape | None) -> tuple[int, ...] | None:
+def static_dims(shape: ir.Shape | None) -> tuple[int, ...] | None:
+    """The dims of ``shape`` when every one is a number, else None."""
     if shape is None or not all(isinstance(d, int) for d in shape.dims):
         return None
     return tuple(int(d) for d in shape.dims)  # type: ignore[arg-type]
 
 
 def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name: str,
-                materialize) -> ir.Value | None:
+                materialize: Callable[[_Elem], ir.Value]) -> ir.Value | None:
     """ConcatFromSequence(axis, new_axis) of ``items`` as a selection of ranges of the
     tensors they come from, or None when they do not line up (then the caller concats).
     ``materialize(e)`` gives an element without a source as a tensor."""
@@ -74,58 +76,48 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
             return None
     elif new_axis or axis % rank != k:
         return None
-    if merge and _static(srcs[0].value.shape) is None:
+    if merge and static_dims(srcs[0].value.shape) is None:
         return None
-    # The pool: each source once (in order of first use), then each loose element.
-    pool: list[ir.Value] = []
+    # The pool, in order of first use: each source once, each loose element (an element
+    # of no known source) as it comes; index: where each output row is in the pool.
+    pool: list[ir.Value | np.ndarray | _Elem] = []
     offsets: dict[int, int] = {}
-    loose: list[np.ndarray | ir.Value] = []
     index: list[int] = []
-    total = 0
-    pieces: list[tuple[str, object, int]] = []
+    whole = 0
     for e in items:
         s = e.src
         if s is not None:
             if id(s.value) not in offsets:
-                offsets[id(s.value)] = total
+                offsets[id(s.value)] = whole
                 pool.append(s.value)
-                total += s.size
-            pieces.append(("src", s, 0))
+                whole += s.size
+            index.extend(range(offsets[id(s.value)] + s.start, offsets[id(s.value)] + s.stop))
             continue
-        shape = _static(e.shape)
+        shape = static_dims(e.shape)
         if shape is None or len(shape) != (rank - 1 if squeezed else rank):
             return None
         size = 1 if squeezed else shape[k]
-        pieces.append(("loose", len(loose), size))
-        loose.append(np.expand_dims(e.const, k) if squeezed and e.const is not None else
-                     e.const if e.const is not None else e)  # type: ignore[arg-type]
-    # Loose elements go after the sources, in order.
-    loose_at = total
-    loose_offsets = np.cumsum([0, *(size for kind, _, size in pieces if kind == "loose")]).tolist()
-    n_loose = 0
-    for kind, what, size in pieces:
-        if kind == "src":
-            s = what  # type: ignore[assignment]
-            base = offsets[id(s.value)]
-            index.extend(range(base + s.start, base + s.stop))  # type: ignore[union-attr]
+        index.extend(range(whole, whole + size))
+        whole += size
+        if e.const is None:
+            pool.append(e)
         else:
-            start = loose_at + loose_offsets[n_loose]
-            index.extend(range(start, start + size))
-            n_loose += 1
-    tensors: list[ir.Value] = list(pool)
+            pool.append(np.expand_dims(e.const, k) if squeezed else e.const)
+    # Constants next to each other in the pool are one constant block.
+    tensors: list[ir.Value] = []
     run: list[np.ndarray] = []
-    for item in loose:
+    for item in [*pool, None]:
         if isinstance(item, np.ndarray):
             run.append(item)
             continue
         if run:
             tensors.append(b.constant(np.concatenate(run, axis=k), f"{name}_rows"))
             run = []
-        v = materialize(item)
-        tensors.append(b.unsqueeze(v, [k], f"{name}_row") if squeezed else v)
-    if run:
-        tensors.append(b.constant(np.concatenate(run, axis=k), f"{name}_rows"))
-    whole = loose_at + (loose_offsets[-1] if loose_offsets else 0)
+        if isinstance(item, ir.Value):
+            tensors.append(item)
+        elif item is not None:
+            v = materialize(item)
+            tensors.append(b.unsqueeze(v, [k], f"{name}_row") if squeezed else v)
     source = tensors[0] if len(tensors) == 1 else b.concat(tensors, k, f"{name}_pool", None)
     if index == list(range(whole)):
         picked = source
@@ -136,9 +128,8 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
         picked = b.op("Gather", [source, b.ints(index, f"{name}_index")], f"{name}_gather", axis=k)
     if not merge:
         return picked
-    dims = _static(srcs[0].value.shape)
-    if dims is None:
-        return None  # checked before anything was emitted (see below)
+    dims = static_dims(srcs[0].value.shape)
+    assert dims is not None  # checked before anything was emitted
     target = [*dims[:k], len(index) * dims[k + 1], *dims[k + 2:]]
     return b.op("Reshape", [picked, b.ints(target, f"{name}_shape")], name)
 
@@ -159,7 +150,7 @@ def stack_rows(items: list[_Elem], b: Builder, name: str) -> ir.Value | None:
         if rows == list(range(first.size)):
             return x
         return b.op("Gather", [x, b.ints(rows, f"{name}_rows")], f"{name}_stack", axis=0)
-    dims = _static(x.shape)
+    dims = static_dims(x.shape)
     step = first.stop - first.start
     starts = [s.start for s in srcs]  # type: ignore[union-attr]
     if dims is None or any(s.stop - s.start != step for s in srcs) or starts != list(  # type: ignore[union-attr]

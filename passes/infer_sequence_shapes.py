@@ -223,16 +223,15 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             if changed:
                 modified = True
                 self.news_for_onnx |= _read_by_onnx(value, _SEQUENCE_READERS, model.graph)
-        self._main = model.graph
         for scope in walk_scopes(model):
-            modified |= self._reads(scope.graph, scope, analysis)
+            modified |= self._reads(scope.graph, scope, analysis, model.graph)
         return modified
 
-    def _reads(self, graph: ir.Graph | ir.Function, scope, analysis: Analysis) -> bool:
+    def _reads(self, graph: ir.Graph | ir.Function, scope, analysis: Analysis, main: ir.Graph) -> bool:
         modified = False
         for node in graph:
             for sub in subgraph_scopes(node, scope):
-                modified |= self._reads(sub.graph, sub, analysis)
+                modified |= self._reads(sub.graph, sub, analysis, main)
             if is_default_domain(node) and node.op_type in ("Loop", "If"):
                 modified |= _control_flow_shapes(node)
             if not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
@@ -256,10 +255,10 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 if out.type is None and info.dtype is not None:
                     out.type = ir.TensorType(info.dtype)
                     modified = True
-                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, self._main)
+                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, main)
                 if new != out.shape:
                     out.shape = new
-                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, self._main)
+                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, main)
                     modified = True
         return modified
 
@@ -267,7 +266,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
 # Readers of a sequence whose outputs the analysis does not type itself (onnx's inference
 # does, from the sequence's declared element type), and readers of a tensor the analysis
 # typed that are not sequence ops (for those, the analysis follows the shape itself).
-_SEQUENCE_READERS = frozenset({"SequenceInsert", "SequenceErase", "SequenceLength", "SplitToSequence"})
+_SEQUENCE_READERS = frozenset({"SequenceInsert", "SequenceErase", "SequenceLength"})
 _TENSOR_READERS = frozenset({"SequenceInsert", "SequenceConstruct", "SplitToSequence"})
 
 

@@ -51,7 +51,7 @@ from seqlower.analysis import (
 )
 from seqlower.builder import Builder, concat_shape
 from seqlower.passes._batched_map import batched_plan, run_batched
-from seqlower.passes._static_rows import Src, gather_rows, stack_rows
+from seqlower.passes._static_rows import Src, gather_rows, stack_rows, static_dims
 from seqlower.passes._tensor_ops import Ops
 from seqlower.errors import ModelError
 
@@ -366,7 +366,7 @@ def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, b: Builder) -> boo
     if n == 0:
         return False
     for inp, _ in seq_inputs:
-        shapes = {_static_shape(e.shape) for e in lw.seq(inp)}
+        shapes = {static_dims(e.shape) for e in lw.seq(inp)}
         if len(shapes) != 1 or None in shapes:
             return False
     plan = batched_plan(body, [bi for _, bi in seq_inputs], b.opset)
@@ -391,12 +391,6 @@ def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, b: Builder) -> boo
             y.shape = ir.Shape([n, *shapes[0].dims])  # the stack's length is known here
         lw.elems[out] = [Elem(None, None, shapes[i], y.dtype or bo.dtype, Src(y, 0, i, i + 1, True, n)) for i in range(n)]
     return True
-
-
-def _static_shape(shape: ir.Shape | None) -> tuple[int, ...] | None:
-    if shape is None or not all(isinstance(d, int) for d in shape.dims):
-        return None
-    return tuple(shape.dims)  # type: ignore[arg-type]
 
 
 @rule("SequenceMap", "unrolled")

@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
 from seqlower.map_types import restore_map_types
-from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos
+from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos, outer_reads
 
 __all__ = ["PROTOBUF_LIMIT", "check_model", "check_proto", "check_structure", "check_types", "skeleton", "sort_nodes",
            "weightless_proto"]
@@ -101,7 +101,7 @@ def sort_nodes(proto: onnx.ModelProto) -> str | None:
         g = graphs.pop()
         nodes = list(g.node)
         produced = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-        deps = [{produced[x] for x in _reads(n) if produced.get(x, i) != i} for i, n in enumerate(nodes)]
+        deps = [{produced[x] for x in outer_reads(n) if produced.get(x, i) != i} for i, n in enumerate(nodes)]
         users: list[list[int]] = [[] for _ in nodes]
         for i, d in enumerate(deps):
             for j in d:
@@ -134,19 +134,6 @@ def sort_nodes(proto: onnx.ModelProto) -> str | None:
             del g.node[:]
             g.node.extend(copies)
     return None
-
-
-def _reads(node: onnx.NodeProto) -> set[str]:
-    """The names a node reads: its inputs and, through its subgraphs, every outer name
-    they use."""
-    names = {x for x in node.input if x}
-    for attr in node.attribute:
-        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-            defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
-            defined |= {o for n in sub.node for o in n.output}
-            for n in sub.node:
-                names |= _reads(n) - defined
-    return names
 
 
 def _shapeless_boundary(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

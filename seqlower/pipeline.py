@@ -216,6 +216,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             # What folding made constant lets inference find more: inferred now, so that
             # lowering the output again finds nothing new.
             _run_passes([InferSequenceShapesPass(options.keepdims_policy)], lowered)
+            # lower_with_report checked the region before the optimizer: again after it.
+            check_model(lowered, "the lowered model", what="fails the ONNX checker")
         # The region's gaps are the lowered sub-model's; outside it there is no sequence,
         # only ops the target may lack.
         inside = set(region.nodes)

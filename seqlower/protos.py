@@ -84,3 +84,26 @@ def value_infos(proto: onnx.ModelProto) -> Iterator[onnx.ValueInfoProto]:
                 graphs.extend(attr.graphs)
     for f in proto.functions:
         yield from f.value_info
+
+
+def subgraphs_of(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs a node's attributes hold (If's branches, Loop's and Scan's bodies)."""
+    out: list[onnx.GraphProto] = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            out.append(attr.g)
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            out.extend(attr.graphs)
+    return out
+
+
+def outer_reads(node: onnx.NodeProto) -> set[str]:
+    """The names a node reads: its inputs and, through its subgraphs, every outer name
+    they use."""
+    names = {x for x in node.input if x}
+    for sub in subgraphs_of(node):
+        defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+        defined |= {o for n in sub.node for o in n.output}
+        for n in sub.node:
+            names |= outer_reads(n) - defined
+    return names

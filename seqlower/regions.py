@@ -28,6 +28,7 @@ import onnx
 from onnx import helper
 
 from seqlower import ops
+from seqlower.protos import outer_reads, subgraphs_of
 
 __all__ = ["Region", "cut", "splice", "has_work", "RESERVED_NAMES_KEY"]
 
@@ -36,6 +37,8 @@ __all__ = ["Region", "cut", "splice", "has_work", "RESERVED_NAMES_KEY"]
 RESERVED_NAMES_KEY = "seqlower.reserved_names"
 
 _DEFAULT = ("", "ai.onnx")
+# ai.onnx.ml ops that make sequences of maps (ZipMap): the region takes them.
+_ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 # Ops whose outputs may be sequences when an input is: a value from the region keeps
 # growing the region through them.
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
@@ -69,60 +72,36 @@ def _string_scans(node: onnx.NodeProto) -> bool:
     return any(v.type.tensor_type.elem_type == onnx.TensorProto.STRING for v in body.output[1 + carried:])
 
 
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    out: list[onnx.GraphProto] = []
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            out.append(attr.g)
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            out.extend(attr.graphs)
-    return out
-
-
 def _is_relevant(node: onnx.NodeProto, relevant: frozenset[str]) -> bool:
     stack = [node]
     while stack:
         n = stack.pop()
         if n.domain in _DEFAULT and n.op_type in relevant or _string_scans(n):
             return True
-        if n.domain == "ai.onnx.ml" and n.op_type in ML_OPS:
+        if n.domain == "ai.onnx.ml" and n.op_type in _ML_OPS:
             return True
-        for g in _subgraphs(n):
+        for g in subgraphs_of(n):
             stack.extend(g.node)
             if any(_non_tensor(v.type) for v in (*g.input, *g.output, *g.value_info)):
                 return True
     return False
 
 
-ML_OPS = ops.names("ml", domain="ai.onnx.ml") | {"ZipMap"}
-
-
 def _non_tensor(tp: onnx.TypeProto) -> bool:
     return tp.WhichOneof("value") not in ("tensor_type", None)
-
-
-def _outer_reads(node: onnx.NodeProto) -> set[str]:
-    """The names a node reads: its inputs and, through its subgraphs, every outer name."""
-    names = {x for x in node.input if x}
-    for sub in _subgraphs(node):
-        defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
-        defined |= {o for n in sub.node for o in n.output}
-        for n in sub.node:
-            names |= _outer_reads(n) - defined
-    return names
 
 
 def _inner_names(node: onnx.NodeProto) -> set[str]:
     """Every name defined inside a node's subgraphs (one namespace with the outer graph)."""
     names: set[str] = set()
-    stack = _subgraphs(node)
+    stack = subgraphs_of(node)
     while stack:
         g = stack.pop()
         names.update(v.name for v in g.input)
         names.update(t.name for t in g.initializer)
         for n in g.node:
             names.update(o for o in n.output if o)
-            stack.extend(_subgraphs(n))
+            stack.extend(subgraphs_of(n))
     return names
 
 
@@ -178,9 +157,9 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     region: set[int] = set()
     outer: dict[int, set[str]] = {}  # nodes with subgraphs: every name they read
     for i, n in enumerate(nodes):
-        if n.attribute and _subgraphs(n):
-            outer[i] = _outer_reads(n)
-        if n.op_type in relevant and n.domain in _DEFAULT or n.domain == "ai.onnx.ml" and n.op_type in ML_OPS:
+        if n.attribute and subgraphs_of(n):
+            outer[i] = outer_reads(n)
+        if n.op_type in relevant and n.domain in _DEFAULT or n.domain == "ai.onnx.ml" and n.op_type in _ML_OPS:
             region.add(i)
         elif n.op_type == "Loop" and _string_scans(n):
             region.add(i)
@@ -251,7 +230,7 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
         if t is None and x in constant_nodes:
             t = _constant_value(constant_nodes[x])
             if t is None:  # a Constant of a kind that is not one tensor: a run-time value
-                last_producer = max(last_producer, nodes.index(constant_nodes[x]))
+                last_producer = max(last_producer, constant_at[x])
         if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data:
             sub_inits.append(t)
             constants.add(x)
@@ -324,7 +303,7 @@ def _infer_cone(model: onnx.ModelProto, nodes: list[onnx.NodeProto], wanted: lis
         if i is not None and (i in region or not _full_type(types.get(x))):
             if i not in cone:
                 cone.add(i)
-                stack.extend(_outer_reads(nodes[i]) if _subgraphs(nodes[i]) else nodes[i].input)
+                stack.extend(outer_reads(nodes[i]) if subgraphs_of(nodes[i]) else nodes[i].input)
             continue
         if x in initializers:
             t = initializers[x]
@@ -368,8 +347,10 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     in_region = set(region.nodes)
     nodes = list(g.node)
     last_producer, first_reader = region.last_producer, region.first_reader
+    # What the lowered region reads (a bypassed Identity's input included: its readers
+    # outside read that input once it is bypassed).
+    reads = set().union(*(outer_reads(n) for n in lg.node)) if region.constant_nodes or region.own_constants else set()
     if region.constant_nodes:
-        reads = set().union(*(_outer_reads(n) for n in lg.node))
         last_producer = max([last_producer, *(i for x, i in region.constant_nodes.items() if x in reads)])
     if last_producer >= first_reader:
         return None  # the region reads what a reader of its outputs makes: no place fits
@@ -381,8 +362,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     region_nodes = _bypass_identities(lg, set(region.outputs) - {v.name for v in g.output}, kept_after)
     bypassed = {n.output[0] for n in lg.node if n.op_type == "Identity"} - {o for n in region_nodes for o in n.output}
     # Constants only the region read, which its lowering no longer reads, go with it.
-    still_read = set().union(*(_outer_reads(n) for n in region_nodes)) if region.own_constants else set()
-    dropped = region.own_constants - still_read
+    dropped = region.own_constants - reads
     if dropped:
         kept_before = [n for n in kept_before if not (n.op_type == "Constant" and n.output[0] in dropped)]
         kept_after = [n for n in kept_after if not (n.op_type == "Constant" and n.output[0] in dropped)]
@@ -440,7 +420,7 @@ def _rename_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
     for k, x in enumerate(node.input):
         if x in rename:
             node.input[k] = rename[x]
-    for sub in _subgraphs(node):
+    for sub in subgraphs_of(node):
         for n in sub.node:
             _rename_reads(n, rename)
         for v in sub.output:  # a subgraph output that is an outer value, named directly
