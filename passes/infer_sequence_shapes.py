@@ -22,11 +22,13 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from seqlower.inference import infer_shapes
 from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes
 from seqlower.errors import ModelError
-from seqlower.model_io import from_proto, weightless_proto
+from seqlower.model_io import weightless_proto
+from seqlower.protos import innermost_type, subgraphs_of
 
 __all__ = ["InferSequenceShapesPass", "input_dim_names", "refine_shape"]
 
@@ -175,35 +177,46 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             _localize_outer_constants(proto)
             # No data propagation: it treats 2-D int64 tensors (our shapes rows) as 1-D
             # and infers wrong ranks for Reshapes they feed (a fuzzed program found it).
-            return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+            return infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
 
         try:
             # Weights past 4 KiB go to onnx's inference as placeholders (it reads only
             # shapes, axes and sizes, a few numbers each), so a model over 2 GiB is
             # inferred too, and a model's weights are never copied for it.
-            inferred = from_proto(infer(weightless_proto(model, keep_bytes=4096)))
+            inferred = infer(weightless_proto(model, keep_bytes=4096))
         except Exception as e:  # noqa: BLE001 - inference is best effort; the checker judges later
             logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
             return False
-        modified = False
+        # Read the types straight off the inferred proto, graph by graph alongside the
+        # IR: deserializing it whole was most of this pass's cost on big models.
         anchored = input_dim_names(model)
         boundary = {*model.graph.inputs, *model.graph.outputs}
-        for original, found in zip(model.graphs(), inferred.graphs()):
-            known = ir.convenience.create_value_mapping(found)
-            for name, value in ir.convenience.create_value_mapping(original).items():
-                other = known.get(name)
-                if other is None or other.type is None:
-                    continue
-                if value.type is None:
-                    value.type = other.type
-                    modified = True
-                elif isinstance(value.type, ir.SequenceType) != isinstance(other.type, ir.SequenceType):
-                    continue
-                # The model's declared input and output shapes stay as the user named them.
-                shape = refine_shape(value.shape, _sanitize(other.shape), frozenset() if value in boundary else anchored)
-                if shape != value.shape:
-                    value.shape = shape
-                    modified = True
+        modified = False
+        pairs: list[tuple[ir.Graph, onnx.GraphProto]] = [(model.graph, inferred.graph)]
+        while pairs:
+            graph, proto = pairs.pop()
+            found = {vi.name: vi.type for vi in (*proto.input, *proto.value_info, *proto.output)}
+            for value in (*graph.inputs, *graph.initializers.values()):
+                if (tp := found.get(value.name)) is not None:
+                    modified |= _take_type(value, tp, frozenset() if value in boundary else anchored)
+            # Nodes with subgraphs by their outputs (the proto may hold more nodes:
+            # _localize_outer_constants copies Constants into subgraphs).
+            holders = {(n.op_type, tuple(n.output)): n for n in proto.node if subgraphs_of(n)}
+            for node in graph:
+                for value in node.outputs:
+                    if (tp := found.get(value.name)) is not None:
+                        # The model's declared output shapes stay as the user named them.
+                        modified |= _take_type(value, tp, frozenset() if value in boundary else anchored)
+                node_proto = holders.get((node.op_type, tuple(v.name for v in node.outputs))) if node.attributes else None
+                if node_proto is not None:
+                    subs = {a.name: a for a in node_proto.attribute}
+                    for name, attr in node.attributes.items():
+                        if name not in subs:
+                            continue
+                        if attr.type == ir.AttributeType.GRAPH:
+                            pairs.append((attr.as_graph(), subs[name].g))
+                        elif attr.type == ir.AttributeType.GRAPHS:
+                            pairs.extend(zip(attr.as_graphs(), subs[name].graphs))
         for function in model.functions.values():
             modified |= _infer_function(model, function, infer)
         return modified
@@ -575,8 +588,12 @@ def _call_site_types(model: ir.Model, function: ir.Function) -> list[onnx.TypePr
     return input_types
 
 
-def _take_type(v: ir.Value, tp: onnx.TypeProto) -> bool:
+def _take_type(v: ir.Value, tp: onnx.TypeProto, anchored: frozenset[str] = frozenset()) -> bool:
     """Give ``v`` the type (if it has none) and the refined shape ``tp`` says."""
+    if not tp.WhichOneof("value") or innermost_type(tp).WhichOneof("value") == "map_type":
+        return False  # nothing found; maps have no IR type (seqlower.map_types)
+    if isinstance(v.type, ir.TensorType) and v.shape is not None and all(isinstance(d, int) for d in v.shape.dims):
+        return False  # nothing to learn: a static tensor (the common case, and cheap to see)
     new_type = ir.serde.deserialize_type_proto_for_type(tp)
     new_shape = _sanitize(ir.serde.deserialize_type_proto_for_shape(tp))
     modified = False
@@ -585,7 +602,7 @@ def _take_type(v: ir.Value, tp: onnx.TypeProto) -> bool:
         modified = True
     if v.type is not None and new_type is not None and isinstance(v.type, ir.SequenceType) != isinstance(new_type, ir.SequenceType):
         return modified
-    shape = refine_shape(v.shape, new_shape)
+    shape = refine_shape(v.shape, new_shape, anchored)
     if shape != v.shape:
         v.shape = shape
         modified = True

@@ -27,6 +27,7 @@ from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, 
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.passes.vectorize_loops import VectorizeLoopsPass
 from seqlower.model_io import check_model
+from seqlower.regions import relevant_ops
 from seqlower.options import LowerOptions
 from seqlower.targets import Target, load_target
 
@@ -72,7 +73,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     # Without Loop, constant-trip Loops become straight-line code first, so that the
     # sequences they carry are static for the lowerings after.
     unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []
-    rounds = ir.passes.PassManager(
+    rounds = Rounds(
         wrap([
             *unroll,
             LowerOptionalsPass(),
@@ -91,8 +92,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
             *loop_fallbacks(target),
             CleanUpGraphPass(),
         ]),
-        steps=MAX_ROUNDS,
-        early_stop=True,
+        relevant=relevant_ops(target.lacks, dict(target.quirks)),
     )
 
     # onnxruntime stacks string scan outputs wrong; every target gets them carried.
@@ -114,6 +114,50 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     # time; then the rounds go on from there.
     runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
     return [rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
+
+
+class Rounds(ir.passes.InPlacePass):
+    """``passes`` in rounds until a round changes nothing, or no round could (a model the
+    first round made tensor-only and free of subgraphs: the rounds after it would only
+    run onnx's inference again, which the final pass does once). On a chain of 1,000
+    split/map/concat blocks that is one round instead of three."""
+
+    def __init__(self, passes: list[ir.passes.PassBase], relevant: frozenset[str]) -> None:
+        super().__init__()
+        self.passes = passes
+        self.round = ir.passes.PassManager(passes)
+        self.relevant = relevant
+        self.rounds_run = 0  # of the last call (tests)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for self.rounds_run in range(1, MAX_ROUNDS + 1):
+            if not self.round(model).modified:
+                break
+            modified = True
+            if not _work_left(model, self.relevant):
+                break
+        return ir.passes.PassResult(model, modified)
+
+
+def _work_left(model: ir.Model, relevant: frozenset[str]) -> bool:
+    """Whether another round may change anything: a value that is not a tensor, an op
+    some round pass rewrites, or a subgraph. onnx infers a graph without subgraphs in
+    one forward run, so a second round finds nothing; a Loop body's shapes can need
+    a second run (its inputs are typed by the first), and an If may have a constant
+    condition a lowering left for the fold."""
+    graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+    for graph in graphs:
+        if any(not isinstance(v.type, ir.TensorType | None) for v in graph.inputs):
+            return True
+        for node in graph:
+            if node.domain not in ("", "ai.onnx") or node.op_type in relevant:
+                return True  # ml maps and custom ops included: the passes judge them
+            if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+                return True
+            if any(v.type is not None and not isinstance(v.type, ir.TensorType) for v in node.outputs):
+                return True
+    return False
 
 
 class ThenAgain(ir.passes.InPlacePass):

@@ -11,6 +11,7 @@ from typing import Any
 import onnx
 
 from seqlower import ops
+from seqlower.inference import infer_shapes
 from seqlower.errors import describe_node
 
 __all__ = [
@@ -120,7 +121,7 @@ def take_inventory(model: onnx.ModelProto, infer: bool = False) -> Inventory:
     """
     if infer:
         try:
-            model = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+            model = infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
         except Exception:  # inference is best effort here; declared types still count
             pass
     ops: list[SeqOp] = []

@@ -19,8 +19,9 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
+from seqlower.inference import infer_shapes
 from seqlower.map_types import restore_map_types
-from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos, outer_reads
+from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
 
 __all__ = ["PROTOBUF_LIMIT", "check_model", "check_proto", "check_structure", "check_types", "skeleton", "sort_nodes",
            "weightless_proto"]
@@ -82,7 +83,7 @@ def check_proto(proto: onnx.ModelProto, label: str, base_dir: str | None, *, ful
                     else:
                         raise
             if full and shapeless:
-                onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+                infer_shapes(proto, check_type=True, strict_mode=True)
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
             raise ModelError(f"{label}: {what}: {_first_line(e)}") from None
         except ValueError as e:  # protobuf size limits
@@ -280,14 +281,8 @@ def skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     big = [t for t in g.initializer if _stored_bytes(t) > _SKELETON_BYTES]
     if not big:
         return proto
-    out = onnx.ModelProto()
-    for field, value in proto.ListFields():
-        if field.name != "graph":
-            _copy_field(out, field, value)
-    og = out.graph
-    for field, value in g.ListFields():
-        if field.name not in ("initializer", "input"):
-            _copy_field(og, field, value)
+    out = copy_fields(onnx.ModelProto(), proto, skip=("graph",))
+    og = copy_fields(out.graph, g, skip=("initializer", "input"))
     og.input.extend(g.input)
     inputs = {v.name for v in g.input}
     big_names = {t.name for t in big}
@@ -296,15 +291,6 @@ def skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
         if t.name not in inputs:
             og.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return out
-
-
-def _copy_field(dst: Any, field: Any, value: Any) -> None:
-    if field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED:
-        getattr(dst, field.name).extend(value)
-    elif field.type == field.TYPE_MESSAGE:
-        getattr(dst, field.name).CopyFrom(value)
-    else:
-        setattr(dst, field.name, value)
 
 
 def _stored_bytes(t: onnx.TensorProto) -> int:
@@ -320,7 +306,7 @@ def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypePr
     if proto.ByteSize() > PROTOBUF_LIMIT:
         return  # too big to hand to inference in memory; the passes meet such errors later
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=False,
+        inferred = infer_shapes(proto, check_type=True, strict_mode=False,
                                                      data_prop=types is not None)
         if types is not None:
             for v in (*inferred.graph.value_info, *inferred.graph.output):

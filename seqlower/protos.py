@@ -4,11 +4,14 @@ the innermost type, a tensor's byte size. Iterative, so deep nesting is no probl
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["data_bytes", "innermost_type", "iter_tensor_protos", "value_infos"]
+__all__ = ["copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "value_infos"]
 
 
 def iter_tensor_protos(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
@@ -107,3 +110,23 @@ def outer_reads(node: onnx.NodeProto) -> set[str]:
         for n in sub.node:
             names |= outer_reads(n) - defined
     return names
+
+
+_M = TypeVar("_M", bound=Message)
+
+
+def copy_fields(dst: _M, src: Message, skip: Iterable[str] = ()) -> _M:
+    """Copy every set field of ``src`` but those named in ``skip`` into ``dst`` (a model
+    without its graph, a graph without its nodes: no copy of what is rebuilt)."""
+    skip = set(skip)
+    for field, value in src.ListFields():
+        if field.name in skip:
+            continue
+        # protobuf 5 deprecates ``label`` for ``is_repeated``.
+        if field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED:
+            getattr(dst, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
+    return dst

@@ -28,9 +28,10 @@ import onnx
 from onnx import helper
 
 from seqlower import ops
+from seqlower.inference import infer_shapes
 from seqlower.protos import outer_reads, subgraphs_of
 
-__all__ = ["Region", "cut", "splice", "has_work", "RESERVED_NAMES_KEY"]
+__all__ = ["Region", "cut", "splice", "has_work", "relevant_ops", "RESERVED_NAMES_KEY"]
 
 # model.meta of a region's sub-model: every name the rest of the model uses; the passes'
 # NameAuthority takes none of them, so what a lowering creates never collides on splice.
@@ -53,7 +54,7 @@ _SMALL_BYTES = 1 << 16
 _LOOP_QUIRKS = frozenset({"empty-constant-loop-state", "loop-assumes-an-iteration"})
 
 
-def _relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[str]:
+def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[str]:
     """Ops some pass rewrites: sequence and optional ops, ReverseSequence, what the target
     lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
     about them, every Loop."""
@@ -110,7 +111,7 @@ def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable
     value anywhere (functions, subgraphs, the boundary)."""
     if _WHOLE_MODEL_QUIRKS & set(quirks):
         return True
-    relevant = _relevant_ops(lacks, quirks)
+    relevant = relevant_ops(lacks, quirks)
     g = model.graph
     if any(_non_tensor(v.type) for v in (*g.input, *g.output, *g.value_info)):
         return True
@@ -146,7 +147,7 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     if _WHOLE_MODEL_QUIRKS & set(quirks):
         return None
     g = model.graph
-    relevant = _relevant_ops(lacks, quirks)
+    relevant = relevant_ops(lacks, quirks)
     if any(_non_tensor(v.type) for v in (*g.input, *g.output)):
         return None  # the boundary ABI rewrites the model's signature
     if any(_is_relevant(n, relevant) for f in model.functions for n in f.node):
@@ -322,7 +323,7 @@ def _infer_cone(model: onnx.ModelProto, nodes: list[onnx.NodeProto], wanted: lis
     m.functions.extend(model.functions)
     m.graph.CopyFrom(graph)
     try:
-        inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+        inferred = infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # best effort: inference failing leaves these unknown, as before
         return {}
     found = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)

@@ -63,3 +63,36 @@ def test_a_rank_found_in_a_later_round_is_waited_for():
     seq_rewrites = [r for r in report.rewrites if r["op"].startswith(("Sequence", "Concat"))]
     assert seq_rewrites and {r["into"] for r in seq_rewrites} == {"ragged"}
     assert not any("run time" in r["how"] for r in report.rewrites)
+
+
+def _split_map_concat(loop: bool):
+    import numpy as np
+    from onnx import helper
+
+    from tests.helpers import body, const, model, t
+
+    fn = body([helper.make_node("Relu", ["e"], ["o"])], [t("e", shape=[2, 3])], [t("o", shape=[2, 3])])
+    nodes = [helper.make_node("SplitToSequence", ["x", "two"], ["s"], axis=0),
+             helper.make_node("SequenceMap", ["s"], ["m"], body=fn),
+             helper.make_node("ConcatFromSequence", ["m"], ["y"], axis=0)]
+    outputs = [t("y", shape=[4, 3])]
+    if loop:
+        step = body([helper.make_node("Add", ["acc", "acc"], ["acc_out"]), helper.make_node("Identity", ["c"], ["c_out"])],
+                    [t("i", 7, []), t("c", 9, []), t("acc", shape=[4, 3])], [t("c_out", 9, []), t("acc_out", shape=[4, 3])])
+        nodes.append(helper.make_node("Loop", ["n", "", "y"], ["z"], body=step))
+        outputs = [t("z", shape=[4, 3])]
+    inputs = [t("x", shape=[4, 3])] + ([t("n", 7, [])] if loop else [])
+    return model(nodes, inputs, outputs, initializer=[const("two", np.array(2, np.int64))])
+
+
+def test_the_rounds_stop_when_the_first_leaves_nothing_another_could_change():
+    from seqlower import load_model
+    from seqlower.pipeline import _run_passes
+
+    for loop in (False, True):
+        passes = build_passes(LowerOptions())
+        m = _run_passes(passes, load_model(_split_map_concat(loop)))
+        assert not any(n.op_type.startswith("Sequence") for n in m.graph)
+        # Tensor-only without subgraphs: done after one round. A Loop body may learn
+        # shapes in a second inference, so the rounds go on until nothing changes.
+        assert (passes[0].rounds_run > 1) == loop, (loop, passes[0].rounds_run)

@@ -1,0 +1,116 @@
+"""seqlower.inference: windowed inference finds what one run finds."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from seqlower.inference import infer_shapes
+from seqlower.protos import subgraphs_of
+from tests.conftest import sequence_backend_cases
+from tests.helpers import body, const, model, seq, t
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def _canonical(m: onnx.ModelProto) -> bytes:
+    """The model with made-up dim names (``unk__N``) numbered by first appearance."""
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    names: dict[str, str] = {}
+    stack = [m.graph]
+    while stack:
+        g = stack.pop(0)
+        for v in (*g.input, *g.value_info, *g.output):
+            tp = v.type
+            while tp.WhichOneof("value") in ("sequence_type", "optional_type"):
+                tp = getattr(tp, tp.WhichOneof("value")).elem_type
+            for d in tp.tensor_type.shape.dim:
+                if d.dim_param.startswith("unk__"):
+                    d.dim_param = names.setdefault(d.dim_param, f"unk__{len(names)}")
+        for n in g.node:
+            stack.extend(subgraphs_of(n))
+    return m.SerializeToString(deterministic=True)
+
+
+def _same(m: onnx.ModelProto, window: int, **options) -> None:
+    whole = onnx.shape_inference.infer_shapes(m, **options)
+    assert _canonical(infer_shapes(m, window=window, **options)) == _canonical(whole)
+
+
+def _chain(blocks: int) -> onnx.ModelProto:
+    """SplitToSequence -> SequenceMap -> ConcatFromSequence blocks over a dynamic dim,
+    with a Constant node read by a Reshape far downstream (a constant across windows)."""
+    nodes = [helper.make_node("Constant", [], ["shape"], value=helper.make_tensor("v", TensorProto.INT64, [2], [-1, 4]))]
+    prev = "x"
+    for b in range(blocks):
+        fn = body([helper.make_node("Relu", ["e"], ["o"])], [t("e", shape=[None, 4])], [t("o", shape=[None, 4])])
+        nodes += [helper.make_node("SplitToSequence", [prev, "two"], [f"s{b}"], axis=0),
+                  helper.make_node("SequenceMap", [f"s{b}"], [f"m{b}"], body=fn),
+                  helper.make_node("ConcatFromSequence", [f"m{b}"], [f"c{b}"], axis=0),
+                  helper.make_node("Shape", [f"c{b}"], [f"n{b}"])]
+        prev = f"c{b}"
+    nodes.append(helper.make_node("Reshape", [prev, "shape"], ["y"]))
+    return model(nodes, [t("x", shape=["batch", 4])], [t("y", shape=[None, None])], initializer=[const("two", np.array(2, np.int64))])
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 7])
+def test_a_chain_in_windows_is_inferred_as_in_one_run(window):
+    m = _chain(6)
+    _same(m, window)
+    out = infer_shapes(m, window=window)
+    # The Reshape read the Constant node of the first window: its shape is known.
+    assert out.graph.output[0].type.tensor_type.shape.dim[1].dim_value == 4
+
+
+def test_made_up_dims_of_different_windows_never_share_a_name():
+    out = infer_shapes(_chain(6), window=2)
+    concats = {v.name: v.type.tensor_type.shape.dim[0].dim_param for v in out.graph.value_info if v.name.startswith("c")}
+    # onnx makes up one unknown dim per concat: six names, all different.
+    assert len(concats) == 6 and len(set(concats.values())) == 6, concats
+
+
+def test_an_outer_value_read_in_a_subgraph_of_a_later_window_is_typed():
+    then = body([helper.make_node("Add", ["a", "a"], ["o"])], [], [t("o")])
+    other = body([helper.make_node("Identity", ["a"], ["o"])], [], [t("o")])
+    m = model([helper.make_node("Neg", ["x"], ["a"]),
+               helper.make_node("Abs", ["a"], ["b"]),
+               helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [t("x", shape=[3, "n"]), t("c", TensorProto.BOOL, [])], [t("y", shape=[None, None])])
+    _same(m, 1)
+    y = infer_shapes(m, window=1).graph.output[0].type.tensor_type
+    assert [d.dim_value or d.dim_param for d in y.shape.dim] == [3, "n"]
+
+
+def test_type_errors_are_found_in_windows():
+    m = model([helper.make_node("Neg", ["x"], ["a"]), helper.make_node("SplitToSequence", ["a"], ["s"]),
+               helper.make_node("Abs", ["s"], ["y"])], [t("x", shape=[2])], [t("y")])
+    with pytest.raises(onnx.shape_inference.InferenceError):
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+    with pytest.raises(onnx.shape_inference.InferenceError):
+        infer_shapes(m, window=1, check_type=True, strict_mode=True)
+
+
+def test_declared_value_infos_and_outputs_are_refined_in_place():
+    m = model([helper.make_node("SplitToSequence", ["x", "two"], ["s"], axis=0),
+               helper.make_node("ConcatFromSequence", ["s"], ["c"], axis=0),
+               helper.make_node("Neg", ["c"], ["y"])],
+              [t("x", shape=[4, 3])], [t("y")], initializer=[const("two", np.array(2, np.int64))])
+    m.graph.value_info.append(seq("s"))
+    _same(m, 1)
+    _same(m, 1, data_prop=True)
+
+
+@pytest.mark.parametrize("case", sequence_backend_cases(), ids=lambda c: c.name)
+def test_backend_cases_in_windows_of_one_node(case):
+    _same(case.model, 1)
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(DATA, "*", "*.onnx"))), ids=os.path.basename)
+def test_exported_models_in_windows(path):
+    m = onnx.load(path)
+    _same(m, 3)
