@@ -15,6 +15,7 @@ from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesP
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.loops_to_scans import LoopsToScansPass
+from seqlower.passes.lower_compress import LowerCompressPass
 from seqlower.passes.lower_cumsum import LowerCumSumPass
 from seqlower.passes.lower_flat_sequences import LowerFlatSequencesPass
 from seqlower.passes.lower_optionals import LowerOptionalsPass
@@ -70,6 +71,8 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     target = load_target(options.target)
     # Ops the target lacks that have a lowering, after the folds (a constant one folds).
     for_target: list[ir.passes.PassBase] = [LowerReverseSequencePass()] if "ReverseSequence" in target.lacks else []
+    if "Compress" in target.lacks:
+        for_target.append(LowerCompressPass())
     # Without Loop, constant-trip Loops become straight-line code first, so that the
     # sequences they carry are static for the lowerings after.
     unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []

@@ -20,7 +20,7 @@ import onnx
 from seqlower.errors import ModelError, describe_node
 from seqlower.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
 
-__all__ = ["Gap", "Target", "TARGETS", "lacking_ops", "load_target", "target_gaps"]
+__all__ = ["Gap", "Target", "TARGETS", "lacking_ops", "load_target", "quirk_gaps", "target_gaps"]
 
 _HERE = Path(__file__).parent
 from seqlower.options import TARGETS  # noqa: E402 - one list, read without onnx
@@ -75,7 +75,16 @@ def target_gaps(model: onnx.ModelProto, target: Target, kept_loops: Mapping[str,
         gaps += [Gap("value", f"{v.name}: {v.type}", v.graph, f"{target.name} has no sequence or optional type", True) for v in inv.values]
     for path, graph, _ in walk_graphs(model):
         gaps += _lacking(graph.node, path, target, kept_loops)
+    gaps += quirk_gaps(model, target)
     return gaps
+
+
+def quirk_gaps(model: onnx.ModelProto, target: Target) -> list[Gap]:
+    """The nodes a quirk of ``target`` that seqlower cannot rewrite around would hit
+    (``seqlower.targets.quirks``)."""
+    from seqlower.targets.quirks import quirk_findings
+
+    return [Gap("op", where, path, why) for where, path, why in quirk_findings(model, [q for q, _ in target.quirks])]
 
 
 def lacking_ops(nodes: list[onnx.NodeProto], target: Target, path: str = "main") -> list[Gap]:
