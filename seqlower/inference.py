@@ -34,7 +34,12 @@ _WINDOWED_WORK = 4_000_000
 def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mode: bool = False,
                  data_prop: bool = False, window: int | None = None) -> onnx.ModelProto:
     """``onnx.shape_inference.infer_shapes``, in windows of ``window`` main-graph nodes when
-    the graph is big and holds many subgraphs (``window`` forces it: tests)."""
+    the graph is big and holds many subgraphs (``window`` forces it: tests). ``data_prop``
+    is dropped for a model that declares a dim past ``_DATA_PROP_DIM_LIMIT``."""
+    if data_prop and _huge_dim(proto):
+        # onnx's data propagation through a Loop whose trip count it computes from such a
+        # dim allocates without bound (a mutated dim of 2**31: 6 GB, then bad_alloc).
+        data_prop = False
     nodes = proto.graph.node
     if window is None:
         heavy = sum(1 for n in nodes if subgraphs_of(n))
@@ -46,6 +51,15 @@ def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mod
         return onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
                                                  data_prop=data_prop)
     return _windowed(proto, window, check_type=check_type, strict_mode=strict_mode, data_prop=data_prop)
+
+
+# Past this, a declared dim is no real size (2**31 elements of one byte is 2 GiB) and
+# data propagation is not worth its risk.
+_DATA_PROP_DIM_LIMIT = 1 << 30
+
+
+def _huge_dim(proto: onnx.ModelProto) -> bool:
+    return any(d.dim_value > _DATA_PROP_DIM_LIMIT for v in value_infos(proto) for d in _dims(v.type))
 
 
 def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.ModelProto:

@@ -50,7 +50,9 @@ class SeqInfo:
         shapes = tuple(shapes)
         # Merge each distinct shape once: a list of 70 rows of one shape edited 10,000
         # times is 10,000 merges of one shape, not of 70.
-        distinct = list({None if s is None else s.dims: s for s in shapes}.values())
+        # (by object first: the elements of an edited list share a few Shape objects)
+        objects = {id(s): s for s in shapes}.values()
+        distinct = list({None if s is None else s.dims: s for s in objects}.values())
         merged = merge_shapes(distinct) if shapes else None
         uniform = bool(shapes) and merged is not None and all(s == merged for s in distinct) and _fully_known(merged)
         return SeqInfo(dtype, len(shapes), shapes, merged, uniform, tuple(consts))

@@ -114,3 +114,24 @@ def test_backend_cases_in_windows_of_one_node(case):
 def test_exported_models_in_windows(path):
     m = onnx.load(path)
     _same(m, 3)
+
+
+def test_a_huge_declared_dim_turns_data_propagation_off():
+    # tools/fuzz_files.py seed 893 (150 mutants from 777): TorchScript's nested list loops
+    # with x declared [n, 2**31]. onnx's data propagation through the Loops its trip
+    # counts come from allocated 6 GB and raised bad_alloc; in CI the suite was killed.
+    import subprocess
+    import sys
+
+    path = os.path.join(DATA, "exported", "ts_nested_list_loops_opset17.onnx")
+    code = (
+        "import resource, onnx\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from seqlower.inference import infer_shapes\n"
+        f"m = onnx.load({path!r})\n"
+        "m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 2**31\n"
+        "out = infer_shapes(m, check_type=True, data_prop=True)\n"
+        "print(len(out.graph.value_info))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and int(done.stdout) > 0, done.stderr[-400:]
