@@ -24,6 +24,8 @@ from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
 from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
+from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
+from seqlower.passes.split_to_slices import SplitToSlicesPass
 from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.passes.vectorize_loops import VectorizeLoopsPass
@@ -108,6 +110,10 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         final.append(GuardZeroTripLoopsPass())
     if "split-tuple-output" in dict(target.quirks):
         final.append(SeparateTupleOutputsPass())
+    if "no-split-18" in dict(target.quirks):
+        final.append(SplitToSlicesPass())
+    if "cumsum-reverse-default" in dict(target.quirks):
+        final.append(SpellOutCumSumDirectionPass())
     if final:
         final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))

@@ -59,7 +59,9 @@ def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[
     lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
     about them, every Loop."""
     loops = {"Loop"} if _LOOP_QUIRKS & set(quirks) else set()
-    return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | loops)
+    # Quirks whose rewrites apply to every node of one op.
+    every = {op for quirk, op in (("cumsum-reverse-default", "CumSum"), ("no-split-18", "Split")) if quirk in set(quirks)}
+    return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | loops | every)
 
 
 def _string_scans(node: onnx.NodeProto) -> bool:
