@@ -53,12 +53,14 @@ class Ops:
     def empty(self, dtype: ir.DataType) -> ir.Value:
         return self.b.zeros(dtype, (0,), "empty")
 
-    def reshape_exact(self, flat: ir.Value, shape: ir.Value, rank: int | None, name: str, dtype: ir.DataType, hint: ir.Shape | None = None) -> ir.Value:
-        """Reshape where a 0 in ``shape`` means 0 (allowzero), at every opset."""
+    def reshape_exact(self, flat: ir.Value, shape: ir.Value, rank: int | None, name: str, dtype: ir.DataType,
+                      hint: ir.Shape | None = None, allowzero: bool = True) -> ir.Value:
+        """Reshape where a 0 in ``shape`` means 0 (allowzero), at every opset; with
+        ``allowzero`` False, without the attribute even where the opset has it."""
         known = hint is not None and all(isinstance(d, int) and d > 0 for d in hint.dims)
         if rank == 0 or known:
             return self.op("Reshape", [flat, shape], name, shape=hint)
-        if self.b.opset >= 14:
+        if self.b.opset >= 14 and allowzero:
             return self.op("Reshape", [flat, shape], name, shape=hint, allowzero=1)
         # Before allowzero, a 0 copies the input's dim: pad to a shape with no zeros,
         # reshape, and slice back to the real shape (a no-op unless a dim is 0).

@@ -23,6 +23,7 @@ from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
 from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
+from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
 from seqlower.passes.split_to_slices import SplitToSlicesPass
@@ -112,6 +113,8 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         final.append(SeparateTupleOutputsPass())
     if "no-split-18" in dict(target.quirks):
         final.append(SplitToSlicesPass())
+    if "no-allowzero" in dict(target.quirks):
+        final.append(ReshapeWithoutAllowzeroPass())
     if "cumsum-reverse-default" in dict(target.quirks):
         final.append(SpellOutCumSumDirectionPass())
     if final:
