@@ -8,6 +8,7 @@ import onnx_ir as ir
 
 from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
+from seqlower.passes.constant_values_as_tensors import ConstantValuesAsTensorsPass
 from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
 from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
 from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
@@ -115,6 +116,8 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         final.append(SplitToSlicesPass())
     if "no-allowzero" in dict(target.quirks):
         final.append(ReshapeWithoutAllowzeroPass())
+    if "constant-list-value" in dict(target.quirks):
+        final.append(ConstantValuesAsTensorsPass())
     if "cumsum-reverse-default" in dict(target.quirks):
         final.append(SpellOutCumSumDirectionPass())
     if final:

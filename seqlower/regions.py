@@ -61,7 +61,7 @@ def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[
     loops = {"Loop"} if _LOOP_QUIRKS & set(quirks) else set()
     # Quirks whose rewrites apply to every node of one op.
     every = {op for quirk, op in (("cumsum-reverse-default", "CumSum"), ("no-split-18", "Split"),
-                                        ("no-allowzero", "Reshape")) if quirk in set(quirks)}
+                                        ("no-allowzero", "Reshape"), ("constant-list-value", "Constant")) if quirk in set(quirks)}
     return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | loops | every)
 
 
