@@ -30,7 +30,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from seqlower.analysis import Analysis, analyze, is_default_domain, node_label
+from seqlower.analysis import Analysis, analyze_reusing, is_default_domain, keep_for_next_pass, node_label
 from seqlower.builder import Builder, NameAuthority
 from seqlower.passes._rewrite import (
     REPORT_KEY,
@@ -290,10 +290,12 @@ class WebLoweringPass(ir.passes.InPlacePass):
         self.runtime_ranks = runtime_ranks
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed,
-                           runtime_ranks=self.runtime_ranks)
+        params = dict(max_unroll=self.max_unroll, keepdims_policy=self.keepdims_policy, packed=self.packed,
+                      runtime_ranks=self.runtime_ranks)
+        analysis = analyze_reusing(model, **params)
         webs = [w for w in analysis.webs if w.repr == self.web_repr]
         if not webs:
+            keep_for_next_pass(model, analysis, **params)
             return ir.passes.PassResult(model, False)
         if self.instead is not None:
             note_max_unroll(model, webs, self.instead)

@@ -20,7 +20,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_record, subgraph_scopes, walk_scopes
-from seqlower.analysis import Analysis, analyze, const_array, const_position, is_default_domain, node_label
+from seqlower.analysis import Analysis, analyze_reusing, const_array, keep_for_next_pass, const_position, is_default_domain, node_label
 from seqlower.builder import NameAuthority
 from seqlower.errors import ModelError
 
@@ -55,17 +55,23 @@ def reverse_sequence(x: np.ndarray, lens: np.ndarray, batch_axis: int, time_axis
 class FoldSequenceConstantsPass(ir.passes.InPlacePass):
     """Replace sequence reads and ReverseSequence by constants where the analysis proves them."""
 
-    def __init__(self, keepdims_policy: str = "auto") -> None:
+    def __init__(self, keepdims_policy: str = "auto", max_unroll: int = 0, packed: bool = True) -> None:
         super().__init__()
         self.keepdims_policy = keepdims_policy
+        # The fold reads only what the analysis knows of each list, not its decisions;
+        # analysed as the Unrolled lowering after it will be, so that when nothing folds
+        # that lowering reuses this analysis.
+        self.params = dict(max_unroll=max_unroll, keepdims_policy=keepdims_policy, packed=packed, runtime_ranks=True)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        analysis = analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy)
+        analysis = analyze_reusing(model, **self.params)
         names = NameAuthority(model)
         records: list[dict[str, str]] = []
         for scope in walk_scopes(model):
             self._graph(scope, analysis, names, records)
         model.meta.setdefault(REPORT_KEY, []).extend(records)
+        if not records:
+            keep_for_next_pass(model, analysis, **self.params)
         return ir.passes.PassResult(model, bool(records))
 
     def _graph(self, scope: Scope, analysis: Analysis, names: NameAuthority, records: list[dict[str, str]]) -> None:

@@ -31,6 +31,7 @@ from seqlower.passes.split_to_slices import SplitToSlicesPass
 from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.passes.vectorize_loops import VectorizeLoopsPass
+from seqlower.analysis import ANALYSIS_STASH_KEY
 from seqlower.model_io import check_model
 from seqlower.regions import relevant_ops
 from seqlower.options import LowerOptions
@@ -87,7 +88,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
             InferSequenceShapesPass(options.keepdims_policy),
             FoldStaticIfsPass(),
             FoldSequenceArgumentsPass(),
-            FoldSequenceConstantsPass(options.keepdims_policy),
+            FoldSequenceConstantsPass(options.keepdims_policy, options.max_unroll, options.packed),
             *for_target,
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
             LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
@@ -140,19 +141,32 @@ class Rounds(ir.passes.InPlacePass):
     def __init__(self, passes: list[ir.passes.PassBase], relevant: frozenset[str]) -> None:
         super().__init__()
         self.passes = passes
-        self.round = ir.passes.PassManager(passes)
         self.relevant = relevant
         self.rounds_run = 0  # of the last call (tests)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
-        for self.rounds_run in range(1, MAX_ROUNDS + 1):
-            if not self.round(model).modified:
-                break
-            modified = True
-            if not _work_left(model, self.relevant):
-                break
+        model.meta.pop(ANALYSIS_STASH_KEY, None)  # one a pass before the rounds left
+        try:
+            for self.rounds_run in range(1, MAX_ROUNDS + 1):
+                if not self._round(model):
+                    break
+                modified = True
+                if not _work_left(model, self.relevant):
+                    break
+        finally:
+            model.meta.pop(ANALYSIS_STASH_KEY, None)
         return ir.passes.PassResult(model, modified)
+
+    def _round(self, model: ir.Model) -> bool:
+        """One round; an analysis a pass left for the next (``keep_for_next_pass``) goes
+        as soon as any pass changes the model."""
+        modified = False
+        for p in self.passes:
+            if p(model).modified:
+                model.meta.pop(ANALYSIS_STASH_KEY, None)
+                modified = True
+        return modified
 
 
 def _work_left(model: ir.Model, relevant: frozenset[str]) -> bool:

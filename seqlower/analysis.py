@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -61,6 +62,9 @@ __all__ = [
     "Web",
     "Analysis",
     "analyze",
+    "analyze_reusing",
+    "keep_for_next_pass",
+    "ANALYSIS_STASH_KEY",
     "const_array",
     "const_position",
     "split_sizes",
@@ -459,3 +463,29 @@ def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "au
     than made Flat with ranks known at run time (the pipeline's rounds wait for
     inference to find the rank, which lowers better)."""
     return _Analyzer(model, max_unroll, keepdims_policy, packed, runtime_ranks).run()
+
+
+# model.meta: an analysis a pass computed and then changed nothing with, for the next pass
+# of the rounds to use (passes/schedule.py's Rounds drops it as soon as a pass changes
+# the model). On 10,000 edits the fold and the Unrolled lowering read one analysis.
+ANALYSIS_STASH_KEY = "seqlower.analysis_stash"
+
+
+def _fingerprint(model: ir.Model) -> tuple[int, ...]:
+    # A guard against a stash outliving a change the rounds did not see (a pass run
+    # outside them): every graph's node count.
+    return tuple(len(g) for g in model.graphs())
+
+
+def analyze_reusing(model: ir.Model, **params: Any) -> Analysis:
+    """``analyze(model, **params)``, or the analysis the previous pass left for it with the
+    same parameters (``keep_for_next_pass``), which is used once."""
+    stash = model.meta.pop(ANALYSIS_STASH_KEY, None)
+    if stash is not None and stash[0] == params and stash[2] == _fingerprint(model):
+        return stash[1]
+    return analyze(model, **params)
+
+
+def keep_for_next_pass(model: ir.Model, analysis: Analysis, **params: Any) -> None:
+    """Leave ``analysis`` for the next pass: call only when this pass changed nothing."""
+    model.meta[ANALYSIS_STASH_KEY] = (params, analysis, _fingerprint(model))

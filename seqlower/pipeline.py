@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from seqlower.analysis import Analysis, analyze, node_label
+from seqlower.analysis import ANALYSIS_STASH_KEY, Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
@@ -163,7 +163,7 @@ def _forget_impossible_dims(model: ir.Model) -> None:
 
 def _run_passes(passes: list[ir.passes.PassBase], model: ir.Model) -> ir.Model:
     """Run passes; a SeqlowerError raised inside (an invalid model) comes out as itself,
-    not wrapped in onnx_ir's PassErrors."""
+    not wrapped in onnx_ir's PassErrors. No analysis a pass kept for the next outlives them."""
     try:
         return ir.passes.PassManager(passes)(model).model
     except ir.passes.PassError as e:
@@ -173,6 +173,8 @@ def _run_passes(passes: list[ir.passes.PassBase], model: ir.Model) -> ir.Model:
         if isinstance(cause, SeqlowerError):
             raise cause from None
         raise
+    finally:
+        model.meta.pop(ANALYSIS_STASH_KEY, None)
 
 
 def _reasons_by_node(analysis: Analysis) -> dict[str, str]:

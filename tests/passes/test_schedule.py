@@ -96,3 +96,43 @@ def test_the_rounds_stop_when_the_first_leaves_nothing_another_could_change():
         # Tensor-only without subgraphs: done after one round. A Loop body may learn
         # shapes in a second inference, so the rounds go on until nothing changes.
         assert (passes[0].rounds_run > 1) == loop, (loop, passes[0].rounds_run)
+
+
+def test_an_analysis_a_pass_changed_nothing_with_is_the_next_passes_and_no_further(monkeypatch):
+    import seqlower.analysis as analysis_module
+    from seqlower import load_model
+    from seqlower.pipeline import _run_passes
+
+    calls: list[dict] = []
+    real = analysis_module.analyze
+
+    def counted(model, **params):
+        calls.append(params)
+        return real(model, **params)
+
+    monkeypatch.setattr(analysis_module, "analyze", counted)
+    m = load_model(_split_map_concat(False))
+    passes = build_passes(LowerOptions())
+    _run_passes(passes, m)
+    lowering = dict(max_unroll=64, keepdims_policy="auto", packed=True, runtime_ranks=True)
+    # The fold folds nothing here: the Unrolled lowering after it reads the fold's analysis,
+    # so the first round makes one analysis with the lowering's parameters before it lowers.
+    first_round = calls[: next(i for i, c in enumerate(calls) if c.get("runtime_ranks") is False)]
+    assert first_round.count(lowering) == 2  # the fold's (reused by Unrolled), then Packed's after Unrolled lowered
+    assert analysis_module.ANALYSIS_STASH_KEY not in m.meta  # nothing outlives the rounds
+
+
+def test_a_stash_is_not_used_with_other_parameters_or_after_a_change():
+    from seqlower import load_model
+    from seqlower.analysis import analyze, analyze_reusing, keep_for_next_pass
+
+    m = load_model(_split_map_concat(False))
+    a = analyze(m, max_unroll=64)
+    keep_for_next_pass(m, a, max_unroll=64)
+    assert analyze_reusing(m, max_unroll=0) is not a
+    keep_for_next_pass(m, a, max_unroll=64)
+    m.graph.remove(m.graph.node(len(m.graph) - 1), safe=False)  # a change the rounds did not see
+    assert analyze_reusing(m, max_unroll=64) is not a
+    keep_for_next_pass(m, a, max_unroll=64)
+    assert analyze_reusing(m, max_unroll=64) is a
+    assert analyze_reusing(m, max_unroll=64) is not a  # used once
