@@ -61,7 +61,7 @@ class Ops:
         if rank == 0 or known:
             return self.op("Reshape", [flat, shape], name, shape=hint)
         if self.b.opset >= 14 and allowzero:
-            return self.op("Reshape", [flat, shape], name, shape=hint, allowzero=1)
+            return self.op("Reshape", [flat, self._pinned(shape, rank, name)], name, shape=hint, allowzero=1)
         # Before allowzero, a 0 copies the input's dim: pad to a shape with no zeros,
         # reshape, and slice back to the real shape (a no-op unless a dim is 0).
         zero = self.op("Equal", [shape, self.scalar(0)], f"{name}_zero", dtype=ir.DataType.BOOL)
@@ -79,8 +79,17 @@ class Ops:
             axes = self.op("Range", [self.scalar(0), self.op("Size", [shape1], f"{name}_rank1", dtype=INT64), self.scalar(1)], f"{name}_axes")
             sliced = self.slice(full, self.op("Sub", [shape1, shape1], f"{name}_starts"), shape1, axes, f"{name}_sliced")
             return self.b.squeeze(sliced, [0], name)
-        full = self.op("Reshape", [padded, safe], f"{name}_full")
+        full = self.op("Reshape", [padded, self._pinned(safe, rank, f"{name}_safe")], f"{name}_full")
         return self.slice(full, self.ints([0] * rank), shape, self.ints(list(range(rank))), name)
+
+    def _pinned(self, shape: ir.Value, rank: int | None, name: str) -> ir.Value:
+        """``shape`` with its length, the rank, stated by a Reshape to ``[rank]`` when known.
+        A runtime that cannot see it (OpenVINO bounds a Slice of a row to 1..2 dims) makes
+        the Reshape it feeds one of dynamic rank, which OpenVINO's CPU plugin refuses or
+        crashes on (tf2onnx's ragged map over values with no rows: SIGSEGV)."""
+        if rank is None:
+            return shape
+        return self.op("Reshape", [shape, self.ints([rank])], f"{name}_dims", dtype=INT64, shape=[rank])
 
     def concat_index(self, p: ir.Value, q: ir.Value, sizes: ir.Value, offsets: ir.Value, name: str) -> ir.Value:
         """The permutation between element-major order and the concatenation along an
