@@ -113,16 +113,8 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         final.append(GuardZeroTripLoopsPass())
     if "split-tuple-output" in dict(target.quirks):
         final.append(SeparateTupleOutputsPass())
-    if "no-split-18" in dict(target.quirks):
-        final.append(SplitToSlicesPass())
-    if "no-allowzero" in dict(target.quirks):
-        final.append(ReshapeWithoutAllowzeroPass())
-    if "constant-list-value" in dict(target.quirks):
-        final.append(ConstantValuesAsTensorsPass())
-    if "cumsum-reverse-default" in dict(target.quirks):
-        final.append(SpellOutCumSumDirectionPass())
-    if final:
-        final.append(CleanUpGraphPass())  # what the target's rewrites left unused
+    final += [rewrite() for quirk, rewrite in _OP_QUIRK_REWRITES if quirk in dict(target.quirks)]
+    final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
         final.append(ForgetIntermediateShapesPass())
@@ -130,6 +122,17 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     # time; then the rounds go on from there.
     runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
     return [rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
+
+
+# Quirks whose rewrite is one pass over every node of an op (regions.QUIRK_OPS says which
+# op), in the order they run: the Slices a Split becomes and the CumSum of its run-time
+# bounds come before the passes that fix what onnx2torch reads wrong in them.
+_OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
+    ("no-split-18", SplitToSlicesPass),
+    ("no-allowzero", ReshapeWithoutAllowzeroPass),
+    ("constant-list-value", ConstantValuesAsTensorsPass),
+    ("cumsum-reverse-default", SpellOutCumSumDirectionPass),
+]
 
 
 class Rounds(ir.passes.InPlacePass):

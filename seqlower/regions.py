@@ -50,19 +50,20 @@ _WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output"})
 _SMALL_BYTES = 1 << 16
 
 
-# Target quirks whose rewrites apply to every Loop (passes/schedule.py's final passes).
-_LOOP_QUIRKS = frozenset({"empty-constant-loop-state", "loop-assumes-an-iteration"})
+# Target quirks whose rewrites apply to every node of one op (passes/schedule.py's final
+# passes), so every such node belongs to the region.
+QUIRK_OPS = {
+    "empty-constant-loop-state": "Loop", "loop-assumes-an-iteration": "Loop", "cumsum-reverse-default": "CumSum",
+    "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant",
+}
 
 
 def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[str]:
     """Ops some pass rewrites: sequence and optional ops, ReverseSequence, what the target
     lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
-    about them, every Loop."""
-    loops = {"Loop"} if _LOOP_QUIRKS & set(quirks) else set()
-    # Quirks whose rewrites apply to every node of one op.
-    every = {op for quirk, op in (("cumsum-reverse-default", "CumSum"), ("no-split-18", "Split"),
-                                        ("no-allowzero", "Reshape"), ("constant-list-value", "Constant")) if quirk in set(quirks)}
-    return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | loops | every)
+    about an op, every node of it (``QUIRK_OPS``)."""
+    every = {QUIRK_OPS[q] for q in quirks if q in QUIRK_OPS}
+    return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | every)
 
 
 def _string_scans(node: onnx.NodeProto) -> bool:
