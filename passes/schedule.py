@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.constant_values_as_tensors import ConstantValuesAsTensorsPass
@@ -97,7 +98,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
             *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
             # What stays a Loop (a run-time trip count) runs batched where its body allows,
             # else as a Scan where the target has one.
-            *loop_fallbacks(target),
+            *loop_fallbacks(target, TripBounds(options.max_trips, options.dim_max)),
             CleanUpGraphPass(),
         ]),
         relevant=relevant_ops(target.lacks, dict(target.quirks)),
@@ -208,11 +209,12 @@ class ThenAgain(ir.passes.InPlacePass):
 
 
 
-def loop_fallbacks(target: Target) -> list[ir.passes.PassBase]:
+def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.passes.PassBase]:
     """For a target without Loop, what takes the Loops unrolling leaves: the batched body,
-    else a Scan where the target has one."""
+    else a Scan where the target has one, else (given ``bounds``) predicated steps."""
 
     if "Loop" not in target.lacks:
         return []
     scans = [LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))] if "Scan" not in target.lacks else []
-    return [VectorizeLoopsPass(), *scans]
+    bounded = [BoundLoopsPass(bounds)] if bounds else []
+    return [VectorizeLoopsPass(), *scans, *bounded]

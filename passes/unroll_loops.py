@@ -57,10 +57,10 @@ class UnrollLoopsPass(ir.passes.InPlacePass):
         if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
             return None
         if not node.inputs or node.inputs[0] is None:
-            return "it has no trip count (a while loop)"
+            return "it has no trip count (a while loop; --max-trips N unrolls it into N predicated steps)"
         m = const_array(node.inputs[0])
         if m is None or m.size != 1:
-            return "its trip count is known only at run time"
+            return "its trip count is known only at run time (--max-trips N unrolls it into N predicated steps)"
         trips = max(int(m.reshape(())), 0)
         body = node.attributes["body"].as_graph()
         if trips > self.max_unroll:

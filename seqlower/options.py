@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["BACKENDS", "DEFAULT_MAX_UNROLL", "KEEPDIMS_POLICIES", "LowerOptions", "OPT_LEVELS", "TARGETS"]
+__all__ = ["BACKENDS", "DEFAULT_MAX_UNROLL", "KEEPDIMS_POLICIES", "LowerOptions", "OPT_LEVELS", "TARGETS", "TRIPS_EXCEEDED_KEY"]
 
 BACKENDS = ("reference", "onnxruntime", "openvino", "tract")
 KEEPDIMS_POLICIES = ("auto", "spec", "onnxruntime")
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 DEFAULT_MAX_UNROLL = 64
+# metadata_props key naming the bool output a model lowered with --max-trips/--dim-max
+# raises when a Loop needed more steps than its bound (passes/bound_loops.py).
+TRIPS_EXCEEDED_KEY = "seqlower.trips_exceeded"
 TARGETS: tuple[str, ...] = tuple(sorted(p.stem for p in (Path(__file__).parent / "targets").glob("*.toml")))
 
 
@@ -32,3 +35,9 @@ class LowerOptions:
     # onnxscript's optimizer (constant folding, common subexpressions, identity removal)
     # on the lowered region, never on nodes seqlower did not write (--no-optimize).
     optimize: bool = True
+    # For a target without Loop: a Loop with a run-time trip count that nothing else
+    # removes is unrolled into this many predicated steps (--max-trips), or into the
+    # bound of the model input dim its trip count is read from (--dim-max NAME=N); the
+    # output seqlower_trips_exceeded says when a run needed more.
+    max_trips: int | None = None
+    dim_max: dict[str, int] = field(default_factory=dict)

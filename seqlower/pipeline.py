@@ -208,7 +208,9 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
         report = LowerReport()
         report.gaps = target_gaps(proto, target)
         return proto, report
-    region = cut(proto, target.lacks, dict(target.quirks), inferred)
+    # A --dim-max bound is found by tracing a Loop's trip count back to a model input's
+    # dim, which a region cut off from the rest of the model cannot do.
+    region = None if options.dim_max else cut(proto, target.lacks, dict(target.quirks), inferred)
     if region is not None:
         sub = from_proto(region.model, label)
         sub.meta[RESERVED_NAMES_KEY] = region.reserved

@@ -70,7 +70,7 @@ def test_check_and_lower_with_a_target(capsys, tmp_path):
     doc = json.loads(out)
     assert code == 1 and doc["target"] == "onnx2torch" and not doc["runs_on_target"] and doc["tensor_only"]
     assert [g["why"] for g in doc["models"][str(p)]["gaps"]] == [
-        "onnx2torch has no Loop, and it cannot be unrolled: its trip count is known only at run time"]
+        "onnx2torch has no Loop, and it cannot be unrolled: its trip count is known only at run time (--max-trips N unrolls it into N predicated steps)"]
     report = tmp_path / "r.json"
     code, out, _ = cli(capsys, "lower", p, "-o", tmp_path / "o.onnx", "--target", "tinygrad", "--strict", "--report", report)
     assert code == 1 and "tinygrad: 1 node(s) it cannot run" in out and (tmp_path / "o.onnx").exists()
@@ -131,4 +131,4 @@ def test_lower_for_a_target_says_why_a_loop_stays(capsys, tmp_path):
     assert code == 1 and "Loop node 'grow'  in main: tract has no Loop, and it cannot be a Scan: the tensor it carries" in out
     # check works it out from the file alone, for the original as well.
     code, out, _ = cli(capsys, "check", src, "--target", "tinygrad")
-    assert code == 1 and "tinygrad has no Loop, and it cannot be unrolled: its trip count is known only at run time" in out
+    assert code == 1 and "tinygrad has no Loop, and it cannot be unrolled: its trip count is known only at run time (--max-trips N unrolls it into N predicated steps)" in out

@@ -1,6 +1,6 @@
 """Which runtimes run each exported fixture, after lowering for them.
 
-    python tools/runtimes.py [RUNTIME ...]
+    python tools/runtimes.py [RUNTIME ...] [--max-trips N]
 
 For every model in tests/data/exported/ (TorchScript, dynamo) and tests/data/tensorflow/
 (tf2onnx), and every runtime, lowers the model with
@@ -12,11 +12,15 @@ names and why. Runtimes: the executor's backends (onnxruntime, openvino, tract) 
 in this process, onnx2torch, tinygrad and TVM Relax when they are installed (none is a
 dependency of seqlower: ``pip install onnx2torch tinygrad apache-tvm apache-tvm-ffi``;
 tinygrad's CPU device compiles with clang: ``apt-get install clang``). Runtimes that are
-not installed are reported as such.
+not installed are reported as such. With ``--max-trips N``, Loops a target without Loop
+cannot otherwise run are unrolled into N predicated steps (``seqlower lower --max-trips``);
+a case that needs more steps raises the model's ``seqlower_trips_exceeded`` output and is
+counted as ``over N`` (it is not a wrong number: the model said so).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor import Executor  # noqa: E402
 from seqlower.model_io import to_proto  # noqa: E402
+from seqlower.options import TRIPS_EXCEEDED_KEY  # noqa: E402
 from seqlower.targets import load_target, target_gaps  # noqa: E402
 from tests.test_exported_models import MODELS as EXPORTED, load_cases  # noqa: E402
 from tests.test_tensorflow_models import MODELS as TENSORFLOW  # noqa: E402
@@ -133,38 +138,48 @@ def _original_runs(path: Path, feeds: dict[str, np.ndarray]) -> bool:
         return False
 
 
-def score(low: onnx.ModelProto, backend: str, path: Path) -> tuple[int, int, int, str]:
-    """Cases equal, cases with wrong numbers (ran, but other values or shapes), cases the
-    export itself runs, and the first error."""
+def score(low: onnx.ModelProto, backend: str, path: Path) -> tuple[int, int, int, int, str]:
+    """Cases equal, cases with wrong numbers (ran, but other values or shapes), cases past
+    the --max-trips bound (the model's flag raised), cases the export itself runs, and the
+    first error."""
     cases = [c for c in load_cases(path) if _original_runs(path, c[0])]
-    ok, wrong, first = 0, 0, ""
+    flag = next((p.value for p in low.metadata_props if p.key == TRIPS_EXCEEDED_KEY), None)
+    ok, wrong, over, first = 0, 0, 0, ""
     for feeds, expected in cases:
         try:
             out = run(low, backend, feeds)
         except Exception as e:  # noqa: BLE001 - the table reports every failure
             first = first or str(e).split(":", 2)[-1].strip()[:48]
             continue
+        if flag is not None and bool(np.asarray(out[flag]).any()):
+            over += 1
+            continue
         good = all(out[k].shape == v.shape and np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in expected.items())
         ok += good
         wrong += not good
-    return ok, wrong, len(cases), first
+    return ok, wrong, over, len(cases), first
 
 
-def cell(m: onnx.ModelProto, runtime: str, path: Path) -> tuple[str, bool, bool]:
+def cell(m: onnx.ModelProto, runtime: str, path: Path, max_trips: int | None = None) -> tuple[str, bool, bool]:
     """The table cell, whether every case ran and was equal, and whether any case ran to
     wrong numbers (the failure that must never be silent)."""
-    lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime))
+    lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime, max_trips=max_trips))
     low = to_proto(lowered)
     gaps = target_gaps(low, load_target(runtime), report.kept_loops)
     if gaps:
         return f"gap: {gaps[0].where}: {gaps[0].why}"[:56], False, False
-    ok, wrong, n, first = score(low, runtime, path)
-    text = f"{ok}/{n}" + (f" WRONG {wrong}" if wrong else "") + (f" {first}" if first else "")
+    ok, wrong, over, n, first = score(low, runtime, path)
+    text = f"{ok}/{n}" + (f" WRONG {wrong}" if wrong else "") + (f" over {max_trips}: {over}" if over else "") \
+        + (f" {first}" if first else "")
     return text, ok == n, wrong > 0
 
 
 def main() -> None:
-    asked = [r for r in sys.argv[1:]] or list(RUNTIMES)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runtimes", nargs="*", metavar="RUNTIME")
+    ap.add_argument("--max-trips", type=int, help="as for seqlower lower")
+    args = ap.parse_args()
+    asked = args.runtimes or list(RUNTIMES)
     unknown = [r for r in asked if r not in RUNTIMES]
     if unknown:
         sys.exit(f"unknown runtime(s) {unknown}; known: {', '.join(RUNTIMES)}")
@@ -180,7 +195,7 @@ def main() -> None:
         m = onnx.load(path)
         cells = []
         for r in available:
-            text, ok, wrong = cell(m, r, path)
+            text, ok, wrong = cell(m, r, path, args.max_trips)
             runs[r] += ok
             wrongs[r] += wrong
             cells.append(f"{text:<56}")

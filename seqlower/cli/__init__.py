@@ -36,6 +36,13 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
+def _dim_bound(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected NAME=N with a non-negative integer N, got {text!r}")
+    return name.strip(), int(value)
+
+
 def _pos_int(text: str) -> int:
     value = _nonneg_int(text)
     if value == 0:
@@ -97,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                            seqlower lower model.onnx -o - --quiet > lowered.onnx
                            seqlower lower models/ -o lowered/ -j 2 --junit lower.xml
                            seqlower lower model.onnx -o out.onnx --max-unroll 16 --keepdims-policy spec
+                           seqlower lower model.onnx -o out.onnx --target tinygrad --dim-max seq=128
                        """))
     p.add_argument("models", nargs="+", metavar="model", help="input model(s) or folder(s) (never modified)")
     p.add_argument("-o", "--output", required=True,
@@ -110,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
                         f" only at run time become packed or Flat tensors; a list only cut, edited and joined"
                         f" back along its cut is one Gather at any length), and most trips of a Loop unrolled"
                         f" for a --target without Loop (default: {DEFAULT_MAX_UNROLL})")
+    p.add_argument("--max-trips", type=_pos_int, metavar="N",
+                   help="for a --target without Loop: unroll a Loop whose trip count is known only at run time"
+                        " (and that no other rewrite removes) into N predicated steps; the lowered model gets a"
+                        " bool output seqlower_trips_exceeded, true when a run needed more steps (its outputs are"
+                        " then those of the first N)")
+    p.add_argument("--dim-max", type=_dim_bound, action="append", metavar="NAME=N",
+                   help="the largest size of the model input dim NAME (repeatable): a Loop whose trip count is"
+                        " that dim (plus a constant) gets that many steps, as with --max-trips")
     p.add_argument("--no-optimize", dest="optimize", action="store_false",
                    help="skip onnxscript's optimizer (constant folding, common subexpressions, identity removal),"
                         " which otherwise runs on what seqlower rewrote, never on the model's other nodes")

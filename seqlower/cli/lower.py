@@ -145,7 +145,7 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     timings["load"] = time.perf_counter() - t
     t = time.perf_counter()
     options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
-                           optimize=args.optimize)
+                           optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []))
     lowered, report = lower_proto_with_report(proto, options, base_dir=str(src.parent.absolute()), label=str(src),
                                               inferred=inferred)
     after = count_ops(lowered)

@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from seqlower.errors import ExecutionError, SeqlowerError
 from seqlower.executor.compare import OutputReport, compare_values
 from seqlower.executor.inputs import DEFAULT_SEQ_LEN, synthesize_inputs
 from seqlower.executor.runner import Executor
 from seqlower.model_io import ModelSource
+from seqlower.options import TRIPS_EXCEEDED_KEY
 
 __all__ = ["SampleReport", "VerifyReport", "verify"]
 
@@ -107,6 +110,10 @@ def verify(
     if missing := [p.name for p in a.outputs if p.name not in b_out]:
         report.interface_error = f"the second model lacks outputs {missing}"
         return report
+    # A lowering bounded by --max-trips / --dim-max says at run time when a Loop needed more.
+    flag = next((p.value for p in b.proto.metadata_props if p.key == TRIPS_EXCEEDED_KEY), None)
+    if flag is not None and flag not in b_out:
+        flag = None
     feeds_list = (
         [(f"given #{i}", f) for i, f in enumerate(inputs)]
         if inputs
@@ -129,6 +136,11 @@ def verify(
             sample.status, sample.error = "lowered failed", str(e)
             continue
         _add_notes(report, actual.notes, "lowered")
+        if flag is not None and bool(np.asarray(actual.outputs[flag]).any()):
+            sample.status = "lowered failed"
+            sample.error = (f"a Loop needed more steps than its bound (--max-trips / --dim-max): {flag} is true,"
+                            " the outputs are those of the first steps")
+            continue
         for port in a.outputs:
             out = compare_values(port.name, expected.outputs[port.name], actual.outputs[port.name], rtol, atol)
             sample.outputs.append(out)

@@ -130,7 +130,7 @@ def test_targets_without_scan_keep_the_loop():
     m = _steps_loop()
     low, report = lower_with_report(load_model(m), LowerOptions(target="onnx2torch"))
     assert "Loop" in ops_of(to_proto(low)) and "Scan" not in ops_of(to_proto(low))
-    assert report.kept_loops == {"Loop node 'steps'": "it cannot be unrolled: its trip count is known only at run time"}
+    assert report.kept_loops == {"Loop node 'steps'": "it cannot be unrolled: its trip count is known only at run time (--max-trips N unrolls it into N predicated steps)"}
     # And a target with Loop keeps it: the Scan is only a fallback.
     low, _ = lower_with_report(load_model(m), LowerOptions(target="openvino"))
     assert "Loop" in ops_of(to_proto(low))
