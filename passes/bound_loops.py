@@ -36,7 +36,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
-from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
+from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.passes.keys import LOOP_REASONS_KEY
 from seqlower.options import TRIPS_EXCEEDED_KEY
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
@@ -343,16 +343,19 @@ def _unroll_predicated(node: ir.Node, steps: int, o: Ops, scope: Scope, names) -
     if exceeded is None:
         exceeded = true  # neither a trip count nor a condition ends it: _plan refuses that
     n_active = o.unsqueeze(count, [0], f"{base}_steps_run")
-    ran_any = None
     for out, stepped, bo in zip(node.outputs[n_carried:], scans, body.outputs[1 + n_carried :]):
         stacked = o.concat(stepped, 0, f"{out.name or 'scan'}_steps")
         # After no iteration the runtimes give a step dim they cannot know statically as
         # 0 (onnxruntime's Loop and onnx's reference both): so does the slice.
         unknown = [k + 1 for k, d in enumerate(bo.shape.dims) if not isinstance(d, int)] if bo.shape is not None else []
         if unknown and active_0 is not None:
-            if ran_any is None:
-                ran_any = o.op("Where", [active_0, o.ints([MAX_INT64]), o.ints([0])], f"{base}_ran_any", dtype=INT64, shape=[1])
-            y = o.slice(stacked, o.ints([0] * (1 + len(unknown))), o.concat([n_active, *[ran_any] * len(unknown)], 0, f"{base}_ends"),
+            # The dims themselves, not INT64_MAX: tract's slice rewrites overflow on it
+            # (they dropped the last column of a tf map_fn's rows).
+            dims = o.op("Gather", [o.shape(stacked, f"{out.name or 'scan'}_steps_dims"), o.ints(unknown)],
+                        f"{out.name or 'scan'}_step_dims", dtype=INT64, shape=[len(unknown)], axis=0)
+            kept = o.op("Where", [active_0, dims, o.ints([0] * len(unknown))], f"{out.name or 'scan'}_kept_dims",
+                        dtype=INT64, shape=[len(unknown)])
+            y = o.slice(stacked, o.ints([0] * (1 + len(unknown))), o.concat([n_active, kept], 0, f"{base}_ends"),
                         [0, *unknown], f"{out.name or 'scan'}_ran")
         else:
             y = o.slice(stacked, o.ints([0]), n_active, [0], f"{out.name or 'scan'}_ran")
@@ -393,9 +396,13 @@ def _guard_gathers(body: ir.Graph, mapped: dict[ir.Value, ir.Value], ran: ir.Val
                             o.slice(dims, o.ints([k + 1]), o.ints([rank]), [0], f"{name}_gather_after")],
                            0, f"{name}_gather_filler_dims")
         zero = o.op("Cast", [o.scalar(0)], f"{name}_gather_zero", dtype=data.dtype, shape=[], to=data.dtype)
-        # Tile, not Expand: onnx's reference Expand fails on strings.
-        filler = o.op("Tile", [o.reshape(zero, o.ints([1] * rank), f"{name}_gather_unit"), one_row],
-                      f"{name}_gather_filler", dtype=data.dtype)
+        if data.dtype == ir.DataType.STRING:
+            # onnx's reference Expand fails on strings (TVM's frontend fails a Tile to a
+            # run-time shape, but has no strings).
+            filler = o.op("Tile", [o.reshape(zero, o.ints([1] * rank), f"{name}_gather_unit"), one_row],
+                          f"{name}_gather_filler", dtype=data.dtype)
+        else:
+            filler = o.op("Expand", [zero, one_row], f"{name}_gather_filler", dtype=data.dtype)
         padded = o.concat([data, filler], k, f"{name}_gather_padded")
         p.replace_input_with(0, padded)
         p.replace_input_with(1, safe)
