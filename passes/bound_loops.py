@@ -36,7 +36,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
-from seqlower.passes._tensor_ops import INT64, Ops
+from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.passes.keys import LOOP_REASONS_KEY
 from seqlower.options import TRIPS_EXCEEDED_KEY
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
@@ -379,10 +379,14 @@ def _guard_gathers(body: ir.Graph, mapped: dict[ir.Value, ir.Value], ran: ir.Val
             continue
         data, index = p.inputs[0], p.inputs[1]
         rank = data.shape.rank() if data.shape is not None else None
-        if rank is None or data.dtype is None or index.dtype is None:
+        axis_attr = p.attributes.get("axis")
+        k = axis_attr.as_int() if axis_attr is not None else 0
+        if k < 0:
+            if rank is None:
+                continue
+            k += rank
+        if data.dtype is None or index.dtype is None or (rank is None and data.dtype == ir.DataType.STRING):
             continue
-        axis = p.attributes.get("axis")
-        k = (axis.as_int() if axis is not None else 0) % max(rank, 1)
         dims = o.shape(data, f"{name}_gather_dims")
         n1 = o.slice(dims, o.ints([k]), o.ints([k + 1]), [0], f"{name}_gather_rows")
         n = o.reshape(n1, o.ints([]), f"{name}_gather_n")
@@ -392,13 +396,16 @@ def _guard_gathers(body: ir.Graph, mapped: dict[ir.Value, ir.Value], ran: ir.Val
                                  o.op("Add", [index, n], f"{name}_gather_wrapped", dtype=INT64), index],
                        f"{name}_gather_norm", dtype=INT64)
         safe = o.op("Where", [ran, wrapped, n], f"{name}_gather_safe", dtype=INT64)
+        # The data's dims with a 1 at the axis (the rank need not be known: a constant end
+        # of "to the end", which tract reads right, unlike a run-time one).
         one_row = o.concat([o.slice(dims, o.ints([0]), o.ints([k]), [0], f"{name}_gather_before"), o.ints([1]),
-                            o.slice(dims, o.ints([k + 1]), o.ints([rank]), [0], f"{name}_gather_after")],
+                            o.slice(dims, o.ints([k + 1]), o.ints([MAX_INT64]), [0], f"{name}_gather_after")],
                            0, f"{name}_gather_filler_dims")
         zero = o.op("Cast", [o.scalar(0)], f"{name}_gather_zero", dtype=data.dtype, shape=[], to=data.dtype)
         if data.dtype == ir.DataType.STRING:
             # onnx's reference Expand fails on strings (TVM's frontend fails a Tile to a
             # run-time shape, but has no strings).
+            assert rank is not None
             filler = o.op("Tile", [o.reshape(zero, o.ints([1] * rank), f"{name}_gather_unit"), one_row],
                           f"{name}_gather_filler", dtype=data.dtype)
         else:

@@ -301,3 +301,38 @@ def test_a_bounded_tf_map_fn_runs_on_tract():
             np.testing.assert_allclose(out[k], v, rtol=1e-5, atol=1e-5)
         ran += 1
     assert ran >= 3
+
+
+_TF = Path(__file__).resolve().parent.parent / "data" / "tensorflow"
+_EXPORTED = Path(__file__).resolve().parent.parent / "data" / "exported"
+# Every fixture whose Loops stay for a target without Loop or Scan unless bounded (one
+# opset of each: the other differs in the export, not in the loop).
+BOUNDED_FIXTURES = [*(_EXPORTED / f"{n}_opset17.onnx" for n in (
+    "ts_conditional_append_cat", "ts_list_mutations_loop", "ts_loop_collect_steps", "ts_nested_list_loops",
+    "ts_nonzero_rows_loop", "ts_split_insert_loop_cat")),
+    *(_TF / f"{n}_opset17.onnx" for n in ("tf_map_fn_fixed", "tf_ragged_map_elementwise", "tf_ragged_map_scaled_rows",
+                                          "tf_tensor_array_prefix_sums", "tf_tensor_array_while"))]
+
+
+@pytest.mark.parametrize("path", BOUNDED_FIXTURES, ids=lambda p: p.stem)
+def test_bounded_exports_give_the_frameworks_numbers(path):
+    """Lowered for tinygrad (no Loop, no Scan) with --max-trips 12, each export runs every
+    stored case it runs itself (batches of 0 and rows of width 0 included) to the
+    framework's outputs, on the reference backend and onnxruntime, with the flag down."""
+    m = onnx.load(path)
+    low, report = _lowered(m, max_trips=12)
+    assert "Loop" not in ops_of(low) and "Scan" not in ops_of(low), report.kept_loops
+    flag = _flag(low)
+    assert flag is not None
+    for backend in ("reference", "onnxruntime"):
+        original = Executor(m, backend=backend)
+        ex = Executor(low, backend=backend)
+        for k, (feeds, expected) in enumerate(load_cases(path)):
+            try:
+                original.run(feeds)
+            except Exception:  # noqa: BLE001 - the export's own failure there (tf2onnx's ragged ops with no rows)
+                continue
+            out = ex.run(feeds).outputs
+            assert not out[flag], (backend, k)
+            for name, want in expected.items():
+                np.testing.assert_allclose(out[name], want, rtol=1e-5, atol=1e-5, err_msg=f"{backend} case {k}: {name}")
