@@ -36,7 +36,8 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
-from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
+from seqlower.passes._predicated import grows, guard_gathers, keeps_shape, select_carried, show_dims
+from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.passes.keys import LOOP_REASONS_KEY
 from seqlower.options import TRIPS_EXCEEDED_KEY
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
@@ -95,8 +96,8 @@ class BoundLoopsPass(ir.passes.InPlacePass):
         for k, (bi, bo) in enumerate(zip(body.inputs[2:], body.outputs[1 : 1 + len(carried)])):
             if not isinstance(bi.type, ir.TensorType) or not isinstance(bo.type, ir.TensorType):
                 return f"it carries a {bi.type or bo.type} (carried value {k})"
-            if not _keeps_shape(bi, bo) and not _grows(bi, bo):
-                return (f"its body may change carried value '{bi.name}' ({_dims(bi.shape)} in, {_dims(bo.shape)} out)"
+            if not keeps_shape(bi, bo) and not grows(bi, bo):
+                return (f"its body may change carried value '{bi.name}' ({show_dims(bi.shape)} in, {show_dims(bo.shape)} out)"
                         " in a dim other than the first, which a predicated step cannot keep")
         for bo in body.outputs[1 + len(carried):]:
             if not isinstance(bo.type, ir.TensorType):
@@ -223,37 +224,6 @@ def _element_index(p: ir.Node) -> int | None:
     return s if (s >= 0 and e == s + 1) or (s < 0 and e == s + 1 and e != 0) else None
 
 
-def _keeps_shape(bi: ir.Value, bo: ir.Value) -> bool:
-    """The body returns carried value ``bi`` with its shape: provably the same dims, or
-    ``bi`` itself."""
-    while (p := bo.producer()) is not None and p.op_type == "Identity" and is_default_domain(p) and p.inputs:
-        bo = p.inputs[0]
-    return bo is bi or _same_shape(bi.shape, bo.shape)
-
-
-def _grows(bi: ir.Value, bo: ir.Value) -> bool:
-    """Only the first dim of carried value ``bi`` may change (a list it appends to):
-    the same rank, every other dim provably equal."""
-    a, b = bi.shape, bo.shape
-    return a is not None and b is not None and a.rank() == b.rank() > 0 and _same_shape(ir.Shape(a.dims[1:]), ir.Shape(b.dims[1:]))
-
-
-def _same_shape(a: ir.Shape | None, b: ir.Shape | None) -> bool:
-    if a is None or b is None or a.rank() != b.rank():
-        return False
-    for x, y in zip(a.dims, b.dims):
-        if isinstance(x, int) or isinstance(y, int):
-            if x != y:
-                return False
-        elif x.value is None or x.value != y.value:
-            return False
-    return True
-
-
-def _dims(s: ir.Shape | None) -> str:
-    return "unknown" if s is None else "[" + ", ".join(str(d) if isinstance(d, int) else (d.value or "?") for d in s.dims) + "]"
-
-
 def _unroll_predicated(node: ir.Node, steps: int, o: Ops, scope: Scope, names) -> ir.Value:
     """Replace the Loop's outputs by those of ``steps`` predicated copies of its body;
     return whether it would have run another step (bool scalar)."""
@@ -304,15 +274,15 @@ def _unroll_predicated(node: ir.Node, steps: int, o: Ops, scope: Scope, names) -
     pairs = list(zip(body.inputs[2:], body.outputs[1 : 1 + n_carried]))
     for i in range(steps):
         if i > 0:
-            fed = [_select(active, s_, f_, bi, bo, o, f"{base}_feed_{i}") for s_, f_, (bi, bo) in zip(state, fed, pairs)]
+            fed = [select_carried(active, s_, f_, bi, bo, o, f"{base}_feed_{i}") for s_, f_, (bi, bo) in zip(state, fed, pairs)]
             iteration = o.op("Where", [active, o.scalar(i), iteration], f"{base}_iteration_{i}", dtype=INT64, shape=[])
         value_map: dict[ir.Value, ir.Value | None] = {body.inputs[0]: iteration, body.inputs[1]: true}
         value_map.update(zip(body.inputs[2:], fed))
         mapped = inline_map_body(body, value_map, o.b, names)
         if active_0 is not None:
-            _guard_gathers(body, mapped, active_0, o, f"{base}_{i}")
+            guard_gathers(body, mapped, active_0, o, f"{base}_{i}")
         outs = [mapped.get(v, v) for v in body.outputs]
-        state = [_select(active, new, old, bi, bo, o, f"{base}_state_{i}")
+        state = [select_carried(active, new, old, bi, bo, o, f"{base}_state_{i}")
                  for new, old, (bi, bo) in zip(outs[1 : 1 + n_carried], state, pairs)]
         for s, y in enumerate(outs[1 + n_carried :]):
             scans[s].append(o.unsqueeze(y, [0], f"{y.name or 'scan'}_step_{i}"))
@@ -363,73 +333,6 @@ def _unroll_predicated(node: ir.Node, steps: int, o: Ops, scope: Scope, names) -
     for out, value in zip(node.outputs[:n_carried], state):
         replace_output(out, value, scope, names, node, owned=False)
     return exceeded
-
-
-def _guard_gathers(body: ir.Graph, mapped: dict[ir.Value, ir.Value], ran: ir.Value, o: Ops, name: str) -> None:
-    """Make every Gather of a step's copy read a filler row (zeros, in the data's dtype,
-    appended along the axis) where the loop ran no step: a body that reads row i of the
-    tensor it loops over would otherwise fail on an empty one (``x[0]`` of a batch of 0),
-    though its results are dropped. Where the loop ran, the copy reads what it read."""
-    for node in body:
-        if node.op_type != "Gather" or not is_default_domain(node) or len(node.inputs) < 2:
-            continue
-        copy = mapped.get(node.outputs[0])
-        p = copy.producer() if copy is not None else None
-        if p is None or p.inputs[0] is None or p.inputs[1] is None:
-            continue
-        data, index = p.inputs[0], p.inputs[1]
-        rank = data.shape.rank() if data.shape is not None else None
-        axis_attr = p.attributes.get("axis")
-        k = axis_attr.as_int() if axis_attr is not None else 0
-        if k < 0:
-            if rank is None:
-                continue
-            k += rank
-        if data.dtype is None or index.dtype is None or (rank is None and data.dtype == ir.DataType.STRING):
-            continue
-        dims = o.shape(data, f"{name}_gather_dims")
-        n1 = o.slice(dims, o.ints([k]), o.ints([k + 1]), [0], f"{name}_gather_rows")
-        n = o.reshape(n1, o.ints([]), f"{name}_gather_n")
-        if index.dtype != INT64:
-            index = o.op("Cast", [index], f"{name}_gather_index", dtype=INT64, to=INT64)
-        wrapped = o.op("Where", [o.op("Less", [index, o.scalar(0)], f"{name}_gather_neg", dtype=ir.DataType.BOOL),
-                                 o.op("Add", [index, n], f"{name}_gather_wrapped", dtype=INT64), index],
-                       f"{name}_gather_norm", dtype=INT64)
-        safe = o.op("Where", [ran, wrapped, n], f"{name}_gather_safe", dtype=INT64)
-        # The data's dims with a 1 at the axis (the rank need not be known: a constant end
-        # of "to the end", which tract reads right, unlike a run-time one).
-        one_row = o.concat([o.slice(dims, o.ints([0]), o.ints([k]), [0], f"{name}_gather_before"), o.ints([1]),
-                            o.slice(dims, o.ints([k + 1]), o.ints([MAX_INT64]), [0], f"{name}_gather_after")],
-                           0, f"{name}_gather_filler_dims")
-        zero = o.op("Cast", [o.scalar(0)], f"{name}_gather_zero", dtype=data.dtype, shape=[], to=data.dtype)
-        if data.dtype == ir.DataType.STRING:
-            # onnx's reference Expand fails on strings (TVM's frontend fails a Tile to a
-            # run-time shape, but has no strings).
-            assert rank is not None
-            filler = o.op("Tile", [o.reshape(zero, o.ints([1] * rank), f"{name}_gather_unit"), one_row],
-                          f"{name}_gather_filler", dtype=data.dtype)
-        else:
-            filler = o.op("Expand", [zero, one_row], f"{name}_gather_filler", dtype=data.dtype)
-        padded = o.concat([data, filler], k, f"{name}_gather_padded")
-        p.replace_input_with(0, padded)
-        p.replace_input_with(1, safe)
-
-
-def _select(active: ir.Value, new: ir.Value, old: ir.Value, bi: ir.Value, bo: ir.Value, o: Ops, name: str) -> ir.Value:
-    """``new`` if the step ran, else ``old``. Where the body keeps the carried shape that
-    is a Where; where it may change the first dim (a list it appends to, Flat), both go
-    into one Concat and the Slice of the one wanted is taken, since a Where of two
-    shapes would broadcast."""
-    if _keeps_shape(bi, bo):
-        return o.op("Where", [active, new, old], name, dtype=new.dtype, shape=None if old.shape is None else list(old.shape.dims))
-    both = o.concat([new, old], 0, f"{name}_both")
-    first = [o.slice(o.shape(v, f"{name}_{w}_dims"), o.ints([0]), o.ints([1]), [0], f"{name}_{w}_len")
-             for v, w in ((new, "new"), (old, "old"))]
-    zero = o.ints([0])
-    start = o.op("Where", [active, zero, first[0]], f"{name}_start", dtype=INT64, shape=[1])
-    end = o.op("Where", [active, first[0], o.op("Add", first, f"{name}_total", dtype=INT64, shape=[1])],
-               f"{name}_end", dtype=INT64, shape=[1])
-    return o.slice(both, start, end, [0], name)
 
 
 def _raise_flag(model: ir.Model, exceeded: ir.Value, o: Ops, names) -> None:

@@ -15,6 +15,7 @@ from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
 from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
+from seqlower.passes.ifs_to_selects import IfsToSelectsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.loops_to_scans import LoopsToScansPass
 from seqlower.passes.lower_compress import LowerCompressPass
@@ -99,6 +100,8 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
             # What stays a Loop (a run-time trip count) runs batched where its body allows,
             # else as a Scan where the target has one.
             *loop_fallbacks(target, TripBounds(options.max_trips, options.dim_max)),
+            # Without If, an If runs both branches.
+            *([IfsToSelectsPass()] if "If" in target.lacks else []),
             CleanUpGraphPass(),
         ]),
         relevant=relevant_ops(target.lacks, dict(target.quirks)),

@@ -1,0 +1,97 @@
+"""An If with a run-time condition becomes both branches and a select for onnx2torch (no
+If). Every model runs against the original on the reference backend and onnxruntime
+for both values of the condition."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from seqlower import LowerOptions, load_model, lower_with_report
+from seqlower.executor.verify import verify
+from seqlower.model_io import to_proto
+from seqlower.targets import load_target, target_gaps
+from tests.helpers import BOOL, FLOAT, INT64, body, const, model, ops_of, t
+
+STRING = onnx.TensorProto.STRING
+
+
+def _lower(m: onnx.ModelProto, target: str) -> tuple[onnx.ModelProto, object]:
+    out, report = lower_with_report(load_model(m), LowerOptions(target=target))
+    low = to_proto(out)
+    onnx.checker.check_model(low, full_check=True)
+    return low, report
+
+
+def _agree(m: onnx.ModelProto, low: onnx.ModelProto, feeds: list[dict], backends=("reference", "onnxruntime")) -> None:
+    for backend in backends:
+        rep = verify(m, low, inputs=feeds, backend="reference", lowered_backend=backend)
+        assert rep.equivalent, (backend, rep.to_json())
+
+
+def _rows_if(then_rows: int, elem: int = FLOAT) -> onnx.ModelProto:
+    """``y = stack([x] * then_rows) if sum(x) > 0 else -x[None]`` (TorchScript's list
+    built under an ``if``, bisected: ``[then_rows, n]`` against ``[1, n]``)."""
+    rows = [helper.make_node("Unsqueeze", ["x", "zero"], [f"r{k}"]) for k in range(then_rows)]
+    then = body([*rows, helper.make_node("Concat", [f"r{k}" for k in range(then_rows)], ["a"], axis=0)],
+                [], [t("a", elem, [then_rows, "n"])])
+    other = body([helper.make_node("Unsqueeze", ["x", "zero"], ["b0"]),
+                  helper.make_node("Identity" if elem == STRING else "Neg", ["b0"], ["b"])],
+                 [], [t("b", elem, [1, "n"])])
+    head = [helper.make_node("Shape", ["x"], ["dims"])]
+    if elem == STRING:
+        head += [helper.make_node("Identity", ["c_in"], ["c"])]
+    else:
+        head += [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "zf"], ["c"])]
+    return model([*head, helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="choose")],
+                 [t("x", elem, ["n"]), *([t("c_in", BOOL, [])] if elem == STRING else [])], [t("y", elem, [None, "n"])],
+                 initializer=[const("zero", np.array([0], np.int64)), const("one", np.array([1], np.int64)),
+                              const("zf", np.float32(0))])
+
+
+@pytest.mark.parametrize("then_rows", [1, 3])
+def test_onnx2torch_gets_both_branches_and_a_select(then_rows):
+    m = _rows_if(then_rows)
+    low, report = _lower(m, "onnx2torch")
+    assert "If" not in ops_of(low)
+    assert ("Slice" in ops_of(low)) is (then_rows != 1)  # one shape: a Where; else Concat and Slice
+    assert any(r["how"] == "If run as both branches and a select" for r in report.rewrites)
+    assert target_gaps(low, load_target("onnx2torch")) == []
+    feeds = [{"x": np.array(v, np.float32)} for v in ([1, 2, 3], [-1, -2, 0.5], [], [5])]
+    _agree(m, low, feeds)
+
+
+def test_string_branches():
+    m = _rows_if(3, STRING)
+    low, _ = _lower(m, "onnx2torch")
+    assert "If" not in ops_of(low)
+    x = np.array(["a", "", "bc"], object)
+    _agree(m, low, [{"x": x, "c_in": np.array(c)} for c in (True, False)] + [{"x": x[:0], "c_in": np.array(True)}])
+
+
+def test_the_branch_not_taken_reads_a_filler_row():
+    """``y = x[0] if len(x) > 0 else zeros``: on an empty x the then branch still runs."""
+    then = body([helper.make_node("Gather", ["x", "zero_i"], ["a"], axis=0)], [], [t("a", FLOAT, ["w"])])
+    other = body([helper.make_node("ReduceSum", ["x", "axis0"], ["b"], keepdims=0)], [], [t("b", FLOAT, ["w"])])
+    m = model([helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Gather", ["dims", "zero_i"], ["n"], axis=0),
+               helper.make_node("Greater", ["n", "zero_i"], ["c"]),
+               helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [t("x", FLOAT, ["n", "w"])], [t("y", FLOAT, ["w"])],
+              initializer=[const("zero_i", np.int64(0)), const("axis0", np.array([0], np.int64))])
+    low, _ = _lower(m, "onnx2torch")
+    assert "If" not in ops_of(low)
+    _agree(m, low, [{"x": np.arange(6, dtype=np.float32).reshape(2, 3)}, {"x": np.zeros((0, 3), np.float32)},
+                    {"x": np.zeros((0, 0), np.float32)}])
+
+
+def test_branches_of_other_ranks_keep_their_if_and_it_is_named():
+    then = body([helper.make_node("Identity", ["x"], ["a"])], [], [t("a", FLOAT, ["n"])])
+    other = body([helper.make_node("Unsqueeze", ["x", "zero"], ["b"])], [], [t("b", FLOAT, [1, "n"])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [t("x", FLOAT, ["n"]), t("c", BOOL, [])], [t("y", FLOAT, None)],
+              initializer=[const("zero", np.array([0], np.int64))])
+    low, _ = _lower(m, "onnx2torch")
+    assert "If" in ops_of(low)
+    assert [g.where for g in target_gaps(low, load_target("onnx2torch"))] == ["If node (output 'y')"]
