@@ -10,6 +10,7 @@ from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.constant_values_as_tensors import ConstantValuesAsTensorsPass
+from seqlower.passes.counted_loops import CountedLoopsPass
 from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
 from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
 from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
@@ -220,4 +221,4 @@ def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.
         return []
     scans = [LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))] if "Scan" not in target.lacks else []
     bounded = [BoundLoopsPass(bounds)] if bounds else []
-    return [VectorizeLoopsPass(), *scans, *bounded]
+    return [CountedLoopsPass(), VectorizeLoopsPass(), *scans, *bounded]

@@ -208,9 +208,11 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
         report = LowerReport()
         report.gaps = target_gaps(proto, target)
         return proto, report
-    # A --dim-max bound is found by tracing a Loop's trip count back to a model input's
-    # dim, which a region cut off from the rest of the model cannot do.
-    region = None if options.dim_max else cut(proto, target.lacks, dict(target.quirks), inferred)
+    # A Loop rewritten for a target without Loop is proven counted (passes/counted_loops)
+    # or bounded by --dim-max by tracing its trip count and initial values back to what
+    # computes them, which a region cut off from the rest of the model cannot do.
+    loops_traced = "Loop" in target.lacks and any(n.op_type == "Loop" for n in proto.graph.node)
+    region = None if options.dim_max or loops_traced else cut(proto, target.lacks, dict(target.quirks), inferred)
     if region is not None:
         sub = from_proto(region.model, label)
         sub.meta[RESERVED_NAMES_KEY] = region.reserved
