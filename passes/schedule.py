@@ -9,6 +9,7 @@ import onnx_ir as ir
 from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
+from seqlower.passes.clamp_range_limits import ClampRangeLimitsPass
 from seqlower.passes.constant_values_as_tensors import ConstantValuesAsTensorsPass
 from seqlower.passes.counted_loops import CountedLoopsPass
 from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
@@ -17,6 +18,7 @@ from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 from seqlower.passes.ifs_to_selects import IfsToSelectsPass
+from seqlower.passes.inclusive_cumsums import InclusiveCumSumsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.loops_to_scans import LoopsToScansPass
 from seqlower.passes.lower_compress import LowerCompressPass
@@ -136,7 +138,9 @@ _OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
     ("no-split-18", SplitToSlicesPass),
     ("no-allowzero", ReshapeWithoutAllowzeroPass),
     ("constant-list-value", ConstantValuesAsTensorsPass),
+    ("cumsum-exclusive-empty", InclusiveCumSumsPass),
     ("cumsum-reverse-default", SpellOutCumSumDirectionPass),
+    ("range-step-sign", ClampRangeLimitsPass),
 ]
 
 

@@ -54,7 +54,8 @@ _SMALL_BYTES = 1 << 16
 # passes), so every such node belongs to the region.
 QUIRK_OPS = {
     "empty-constant-loop-state": "Loop", "loop-assumes-an-iteration": "Loop", "cumsum-reverse-default": "CumSum",
-    "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant",
+    "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant", "range-step-sign": "Range",
+    "cumsum-exclusive-empty": "CumSum",
 }
 
 
