@@ -127,6 +127,20 @@ def _counted_by(cond: ir.Value, facts: dict[ir.Value, Fact], bound: ir.Value) ->
     return f[1] if f is not None and f[0] == "iteration" and g == ("trips", 0) else None
 
 
+def _is_dim(v: ir.Value) -> bool:
+    """``v`` is read off a Shape (so not negative), through casts and selections of it."""
+    for _ in range(16):
+        p = v.producer()
+        if p is None or not is_default_domain(p) or not p.inputs or p.inputs[0] is None:
+            return False
+        if p.op_type == "Shape":
+            return True
+        if p.op_type not in (*_PASS_THROUGH, "Squeeze", "Unsqueeze", "Reshape", "Slice", "Gather"):
+            return False
+        v = p.inputs[0]
+    return False
+
+
 def _while_trips(node: ir.Node, a: int, bound: ir.Value, c: int, scope: Scope, names: NameAuthority) -> ir.Value:
     """The trips of ``while``: the first runs when ``a < R``, step k+1 when ``k + c < R``,
     so ``R - c + 1`` of them (at least one) if the first runs, else none."""
@@ -135,6 +149,10 @@ def _while_trips(node: ir.Node, a: int, bound: ir.Value, c: int, scope: Scope, n
     r = bound if bound.dtype == INT64 else o.op("Cast", [bound], f"{base}_bound", dtype=INT64, to=INT64)
     if r.shape is None or r.shape.rank() != 0:
         r = o.reshape(r, o.ints([]), f"{base}_bound_scalar")
+    if a == 0 and c == 1 and _is_dim(bound):
+        # ``i = 0; while i < n: ...; i += 1`` over a dim n: n trips, and a trip count that
+        # is a dim (tract types a Scan over it, not over a computed one).
+        return r
     runs = o.op("Less", [o.scalar(a), r], f"{base}_runs", dtype=ir.DataType.BOOL, shape=[])
     steps = o.op("Max", [o.op("Add", [r, o.scalar(1 - c)], f"{base}_steps_if_run", dtype=INT64, shape=[]), o.scalar(1)],
                  f"{base}_steps_run", dtype=INT64, shape=[])

@@ -41,11 +41,15 @@ __all__ = ["LoopsToScansPass", "LOOP_REASONS_KEY", "carries_one_shape", "why_not
 
 
 class LoopsToScansPass(ir.passes.InPlacePass):
-    def __init__(self, nested: bool = True) -> None:
+    def __init__(self, nested: bool = True, known_steps: bool = False) -> None:
         super().__init__()
         # False for a target that runs a Scan inside a Scan wrong (tract: quirk
         # "nested-scan-state"): a Loop whose body holds a Scan stays a Loop.
         self.nested = nested
+        # True for a target whose If needs one shape from both branches (tract: quirk
+        # "if-branch-facts"): the If for no iteration gives empty scan outputs built from
+        # the step dims, which must then be known (else tract fails it, unnamed).
+        self.known_steps = known_steps
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         reasons: dict[str, str] = model.meta.setdefault(LOOP_REASONS_KEY, {})
@@ -58,6 +62,8 @@ class LoopsToScansPass(ir.passes.InPlacePass):
             why = why_not_a_scan(node, body)
             if why is None and not self.nested and any(n.op_type == "Scan" for n in ir.traversal.RecursiveGraphIterator(body)):
                 why = "its body holds a Scan, and the target runs a Scan inside a Scan wrong"
+            if why is None and self.known_steps:
+                why = _unknown_step(node, body)
             if why is not None:
                 reasons[node_label(node)] = f"it cannot be a Scan: {why}"
                 return None
@@ -66,6 +72,17 @@ class LoopsToScansPass(ir.passes.InPlacePass):
             return "Scan", "Loop as a Scan over its iteration numbers" + (" (in an If: the trip count may be 0)" if guarded else "")
 
         return rewrite_each_node(model, rewrite)
+
+
+def _unknown_step(node: ir.Node, body: ir.Graph) -> str | None:
+    """Why the empty scan outputs after no iteration could not have the Scan's own shape."""
+    n_carried = len(node.inputs) - 2
+    for bo in body.outputs[1 + n_carried :]:
+        assert bo.shape is not None
+        if not all(isinstance(d, int) or (d.value is not None and not d.value.startswith("unk__")) for d in bo.shape.dims):
+            return (f"its scan output '{bo.name}' has step dims known only at run time, so the If around it for no "
+                    "iteration would give two shapes (quirk if-branch-facts)")
+    return None
 
 
 def _has_sequences(values: list[ir.Value | None]) -> bool:

@@ -223,6 +223,8 @@ def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.
 
     if "Loop" not in target.lacks:
         return []
-    scans = [LoopsToScansPass(nested="nested-scan-state" not in dict(target.quirks))] if "Scan" not in target.lacks else []
+    quirks = dict(target.quirks)
+    scans = [LoopsToScansPass(nested="nested-scan-state" not in quirks, known_steps="if-branch-facts" in quirks)] \
+        if "Scan" not in target.lacks else []
     bounded = [BoundLoopsPass(bounds)] if bounds else []
     return [CountedLoopsPass(), VectorizeLoopsPass(), *scans, *bounded]

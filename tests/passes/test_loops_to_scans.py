@@ -195,3 +195,21 @@ def test_a_sequence_map_whose_body_does_not_batch_becomes_a_scan_that_tract_runs
     assert "Scan" in ops_of(low) and "Loop" not in ops_of(low)
     assert any(r["into"] == "Scan" for r in report.rewrites)
     _on_tract(m, low, feeds)
+
+
+def test_tract_keeps_a_loop_whose_scan_steps_have_run_time_dims_and_names_why():
+    """A step of run-time length (the nonzero positions of row i): the If for no iteration
+    could not give tract the Scan's shape (quirk if-branch-facts), so the Loop stays,
+    named; targets whose If takes two shapes get the Scan."""
+    h = helper
+    b = body([h.make_node("Gather", ["x", "i"], ["row"], axis=0),
+              h.make_node("Greater", ["row", "zero_f"], ["pos"]),
+              h.make_node("NonZero", ["pos"], ["where"]),
+              h.make_node("Identity", ["c"], ["c_out"])],
+             [t("i", INT64, []), t("c", BOOL, [])], [t("c_out", BOOL, []), t("where", INT64, [1, None])])
+    m = model([h.make_node("Shape", ["x"], ["dims"]), h.make_node("Gather", ["dims", "zero"], ["n"], axis=0),
+               h.make_node("Loop", ["n", ""], ["steps"], body=b, name="rows")],
+              [t("x", FLOAT, ["n", "w"])], [t("steps", INT64, [None, 1, None])],
+              initializer=[const("zero", np.int64(0)), const("zero_f", np.float32(0))])
+    _, report = lower_with_report(load_model(m), LowerOptions(target="tract"))
+    assert "quirk if-branch-facts" in report.kept_loops["Loop node 'rows'"], report.kept_loops
