@@ -29,6 +29,7 @@ from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
 from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
+from seqlower.passes.nonzero_by_topk import NonZeroByTopKPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
@@ -36,6 +37,7 @@ from seqlower.passes.split_to_slices import SplitToSlicesPass
 from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.passes.vectorize_loops import VectorizeLoopsPass
+from seqlower.passes.vectorize_ragged_loops import VectorizeRaggedLoopsPass
 from seqlower.analysis import ANALYSIS_STASH_KEY
 from seqlower.model_io import check_model
 from seqlower.regions import relevant_ops
@@ -135,6 +137,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
 # op), in the order they run: the Slices a Split becomes and the CumSum of its run-time
 # bounds come before the passes that fix what onnx2torch reads wrong in them.
 _OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
+    ("nonzero-layout", NonZeroByTopKPass),
     ("no-split-18", SplitToSlicesPass),
     ("no-allowzero", ReshapeWithoutAllowzeroPass),
     ("constant-list-value", ConstantValuesAsTensorsPass),
@@ -227,4 +230,4 @@ def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.
     scans = [LoopsToScansPass(nested="nested-scan-state" not in quirks, known_steps="if-branch-facts" in quirks)] \
         if "Scan" not in target.lacks else []
     bounded = [BoundLoopsPass(bounds)] if bounds else []
-    return [CountedLoopsPass(), VectorizeLoopsPass(), *scans, *bounded]
+    return [CountedLoopsPass(), VectorizeLoopsPass(), VectorizeRaggedLoopsPass(), *scans, *bounded]

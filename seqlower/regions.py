@@ -55,7 +55,7 @@ _SMALL_BYTES = 1 << 16
 QUIRK_OPS = {
     "empty-constant-loop-state": "Loop", "loop-assumes-an-iteration": "Loop", "cumsum-reverse-default": "CumSum",
     "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant", "range-step-sign": "Range",
-    "cumsum-exclusive-empty": "CumSum",
+    "cumsum-exclusive-empty": "CumSum", "nonzero-layout": "NonZero",
 }
 
 
