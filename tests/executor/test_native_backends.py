@@ -39,6 +39,7 @@ TRACT_RUNS = {
     "ts_unbind_del_append_stack_opset13", "ts_unbind_del_append_stack_opset17",
     "ts_chunk_dynamic_dim_opset13", "ts_chunk_dynamic_dim_opset17", "ts_chunk_pop_cat_opset13", "ts_chunk_pop_cat_opset17",
     "ts_split_dynamic_sizes_opset13", "ts_split_dynamic_sizes_opset17",
+    "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17",
 }
 
 

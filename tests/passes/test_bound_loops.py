@@ -285,9 +285,10 @@ def test_tract_fails_a_run_time_slice_end_of_int64_max():
 
 
 def test_a_bounded_torchscript_loop_runs_on_tract():
-    """TorchScript's per-row nonzero loop appends to a list that grows (no Scan takes it):
-    bounded, tract runs every stored case to PyTorch's numbers."""
-    src = Path(__file__).resolve().parent.parent / "data" / "exported" / "ts_nonzero_rows_loop_opset17.onnx"
+    """TorchScript's loop that splits, inserts and concatenates carries a list that grows
+    (no Scan takes it): bounded, tract runs every stored case to PyTorch's numbers. (The
+    per-row nonzero loop this test used runs with no Loop now: test_vectorize_ragged_loops.)"""
+    src = Path(__file__).resolve().parent.parent / "data" / "exported" / "ts_split_insert_loop_cat_opset17.onnx"
     low, report = _lowered(onnx.load(src), target="tract", max_trips=8)
     assert "Loop" not in ops_of(low) and any("predicated steps" in r["how"] for r in report.rewrites)
     ex = Executor(low, backend="tract")
@@ -304,10 +305,11 @@ _TF = Path(__file__).resolve().parent.parent / "data" / "tensorflow"
 _EXPORTED = Path(__file__).resolve().parent.parent / "data" / "exported"
 # Every fixture whose Loops stay for a target without Loop or Scan unless bounded (one
 # opset of each: the other differs in the export, not in the loop); tf_map_fn_fixed no
-# longer needs it (counted, then batched: tests/passes/test_counted_loops.py).
+# longer needs it (counted, then batched: tests/passes/test_counted_loops.py), nor does
+# ts_nonzero_rows_loop (vectorized: tests/passes/test_vectorize_ragged_loops.py).
 BOUNDED_FIXTURES = [*(_EXPORTED / f"{n}_opset17.onnx" for n in (
     "ts_conditional_append_cat", "ts_list_mutations_loop", "ts_loop_collect_steps", "ts_nested_list_loops",
-    "ts_nonzero_rows_loop", "ts_split_insert_loop_cat")),
+    "ts_split_insert_loop_cat")),
     *(_TF / f"{n}_opset17.onnx" for n in ("tf_ragged_map_elementwise", "tf_ragged_map_scaled_rows",
                                           "tf_tensor_array_prefix_sums", "tf_tensor_array_while"))]
 
