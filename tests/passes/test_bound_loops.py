@@ -306,12 +306,11 @@ _EXPORTED = Path(__file__).resolve().parent.parent / "data" / "exported"
 # Every fixture whose Loops stay for a target without Loop or Scan unless bounded (one
 # opset of each: the other differs in the export, not in the loop); tf_map_fn_fixed no
 # longer needs it (counted, then batched: tests/passes/test_counted_loops.py), nor does
-# ts_nonzero_rows_loop (vectorized: tests/passes/test_vectorize_ragged_loops.py).
+# ts_nonzero_rows_loop and tf's ragged maps (vectorized: tests/passes/test_vectorize_ragged_loops.py).
 BOUNDED_FIXTURES = [*(_EXPORTED / f"{n}_opset17.onnx" for n in (
     "ts_conditional_append_cat", "ts_list_mutations_loop", "ts_loop_collect_steps", "ts_nested_list_loops",
     "ts_split_insert_loop_cat")),
-    *(_TF / f"{n}_opset17.onnx" for n in ("tf_ragged_map_elementwise", "tf_ragged_map_scaled_rows",
-                                          "tf_tensor_array_prefix_sums", "tf_tensor_array_while"))]
+    *(_TF / f"{n}_opset17.onnx" for n in ("tf_tensor_array_prefix_sums", "tf_tensor_array_while"))]
 
 
 @pytest.mark.parametrize("path", BOUNDED_FIXTURES, ids=lambda p: p.stem)

@@ -95,3 +95,160 @@ def test_a_body_it_cannot_batch_keeps_its_loop():
     low, report = _lower(m)
     assert "Loop" in ops_of(low) and BATCHED not in [r["how"] for r in report.rewrites]
     _same(m, low)
+
+
+def _rows_loop(piece_nodes: list, piece: str, inputs: list, feeds: list[dict], *, scan: str | None = None,
+               rows_dtype: int = FLOAT, row_rank: int = 1, initializer=(), opset: int = 17) -> tuple:
+    """``for i in range(n)``: the body's ``piece`` (computed from row i by ``piece_nodes``)
+    is appended, flattened, to one buffer and its dims to a [n, rank] table; ``scan``, if
+    given, is a per-iteration scan output. ``n`` is the first input's first dim."""
+    outs = [t("c_out", BOOL, []), t("acc_out", rows_dtype, [None]), t("dims_out", INT64, [None, row_rank])]
+    nodes = [*piece_nodes,
+             helper.make_node("Reshape", [piece, "minus1"], ["piece_flat"]),
+             helper.make_node("Shape", [piece], ["piece_dims"]),
+             helper.make_node("Unsqueeze", ["piece_dims", "axis0"], ["piece_row"]),
+             helper.make_node("Concat", ["acc", "piece_flat"], ["acc_out"], axis=0),
+             helper.make_node("Concat", ["dims", "piece_row"], ["dims_out"], axis=0),
+             helper.make_node("Identity", ["c"], ["c_out"])]
+    if scan:
+        outs.append(t("scan_out", INT64, []))
+        nodes.append(helper.make_node("Identity", [scan], ["scan_out"]))
+    b = body(nodes, [t("i", INT64, []), t("c", BOOL, []), t("acc", rows_dtype, [None]), t("dims", INT64, [None, row_rank])],
+             outs, initializer=[const("minus1", np.array([-1], np.int64)), const("axis0", np.array([0], np.int64)),
+                                const("one", np.array([1], np.int64)), *initializer])
+    graph_outs = [t("flat", rows_dtype, [None]), t("dims_table", INT64, [None, row_rank])]
+    loop_outs = ["flat", "dims_table"]
+    if scan:
+        graph_outs.append(t("scanned", INT64, [None]))
+        loop_outs.append("scanned")
+    first = inputs[0].name
+    m = model([helper.make_node("Shape", [first], ["first_dims"]), helper.make_node("Gather", ["first_dims", "zero"], ["n"], axis=0),
+               helper.make_node("Loop", ["n", "", "empty", "empty_dims"], loop_outs, body=b, name="rows")],
+              inputs, graph_outs, opset=opset,
+              initializer=[const("zero", np.int64(0)), const("empty", np.zeros(0, helper.tensor_dtype_to_np_dtype(rows_dtype))),
+                           const("empty_dims", np.zeros((0, row_rank), np.int64))])
+    return m, feeds
+
+
+def _matches(m, feeds):
+    low, report = _lower(m)
+    assert not {"Loop", "Scan"} & set(ops_of(low)) and BATCHED in [r["how"] for r in report.rewrites], report.kept_loops
+    for backend in ("reference", "onnxruntime"):
+        a, b = Executor(m, backend=backend), Executor(low, backend=backend)
+        for f in feeds:
+            want, got = a.run(f).outputs, b.run(f).outputs
+            for k in want:
+                np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=f"{backend} {[v.shape for v in f.values()]} {k}")
+                assert got[k].dtype == want[k].dtype
+    return low
+
+
+def _splits(lengths: list[int]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+RAGGED_FEEDS = [{"splits": _splits(ls), "values": np.arange(sum(ls) * 2, dtype=np.float32).reshape(-1, 2) * 0.5 - 3}
+                for ls in ([2, 0, 3], [1], [0, 0], [4, 1, 1, 2])]
+
+
+@pytest.mark.parametrize("reduce_op", ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"])
+def test_rows_of_a_ragged_tensor_by_splits_reduced_and_broadcast(reduce_op):
+    """tf2onnx's map_fn over a RaggedTensor: row i is ``values[splits[i]:splits[i+1]]``
+    ([len_i, 2]); ``row - reduce(row, axis 0)``, appended flat, its dims to a table and
+    the row's length as a scan output. Empty rows and no rows at all included."""
+    nodes = [helper.make_node("Unsqueeze", ["i", "axis0"], ["i1"]),
+             helper.make_node("Gather", ["splits", "i1"], ["start"]),
+             helper.make_node("Add", ["i1", "one"], ["i_next"]),
+             helper.make_node("Gather", ["splits", "i_next"], ["end"]),
+             helper.make_node("Slice", ["values", "start", "end", "axis0"], ["row"]),
+             helper.make_node(reduce_op, ["row", "axis0"], ["stat"], keepdims=0),
+             helper.make_node("Sub", ["row", "stat"], ["centred"]),
+             helper.make_node("Shape", ["centred"], ["row_dims"]),
+             helper.make_node("Gather", ["row_dims", "zero0"], ["row_len"], axis=0)]
+    m, feeds = _rows_loop(nodes, "centred", [t("splits", INT64, ["s"]), t("values", FLOAT, ["v", 2])],
+                          RAGGED_FEEDS, scan="row_len", row_rank=2, opset=18,
+                          initializer=[const("zero0", np.int64(0))])
+    # n is splits' length; the Loop runs len(splits) - 1 times.
+    m.graph.node.insert(2, helper.make_node("Sub", ["n", "one_s"], ["n_rows"]))
+    m.graph.node[3].input[0] = "n_rows"
+    m.graph.initializer.append(const("one_s", np.int64(1)))
+    feeds = [f for f in feeds if reduce_op in ("ReduceSum", "ReduceMean") or all(np.diff(f["splits"]) > 0)]
+    with np.errstate(all="ignore"):
+        _matches(m, feeds + [{"splits": np.array([0], np.int64), "values": np.zeros((0, 2), np.float32)}])
+
+
+def test_per_row_bounds_with_negative_and_out_of_range_ends():
+    """Slice of row i of a dense [n, w] input from b[i] to e[i]: negative bounds count
+    from the row's end, bounds past it clamp, an end before the start gives nothing."""
+    nodes = [helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+             helper.make_node("Gather", ["b", "i"], ["bi"], axis=0),
+             helper.make_node("Gather", ["e", "i"], ["ei"], axis=0),
+             helper.make_node("Unsqueeze", ["bi", "axis0"], ["bi1"]),
+             helper.make_node("Unsqueeze", ["ei", "axis0"], ["ei1"]),
+             helper.make_node("Slice", ["row", "bi1", "ei1"], ["part"]),
+             helper.make_node("Mul", ["part", "part"], ["sq"])]
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    feeds = [{"x": x, "b": np.array([0, -2, 3, 9], np.int64), "e": np.array([5, 100, 1, 10], np.int64)},
+             {"x": x[:1], "b": np.array([-9], np.int64), "e": np.array([-1], np.int64)},
+             {"x": np.zeros((0, 5), np.float32), "b": np.zeros(0, np.int64), "e": np.zeros(0, np.int64)},
+             {"x": np.zeros((3, 0), np.float32), "b": np.array([0, 1, -1], np.int64), "e": np.array([1, 2, 3], np.int64)}]
+    m, feeds = _rows_loop(nodes, "sq", [t("x", FLOAT, ["n", "w"]), t("b", INT64, ["n"]), t("e", INT64, ["n"])], feeds)
+    _matches(m, feeds)
+
+
+@pytest.mark.parametrize("dtype", [INT64, FLOAT])
+def test_a_range_per_row(dtype):
+    """``Range(start_i, limit_i, delta_i)`` per row (tf.ragged.range's map): negative
+    deltas, empty ranges, fractional steps for floats."""
+    np_t = helper.tensor_dtype_to_np_dtype(dtype)
+    nodes = [helper.make_node("Gather", ["starts", "i"], ["s"], axis=0),
+             helper.make_node("Gather", ["limits", "i"], ["l"], axis=0),
+             helper.make_node("Gather", ["deltas", "i"], ["d"], axis=0),
+             helper.make_node("Range", ["s", "l", "d"], ["r"])]
+    deltas = [2, -1, 1, 3] if dtype == INT64 else [0.5, -1.5, 1, 3]
+    feeds = [{"starts": np.array([0, 5, 3, -4], np_t), "limits": np.array([7, 1, 3, 4], np_t), "deltas": np.array(deltas, np_t)},
+             {"starts": np.zeros(0, np_t), "limits": np.zeros(0, np_t), "deltas": np.zeros(0, np_t)},
+             {"starts": np.array([1], np_t), "limits": np.array([0], np_t), "deltas": np.array([1], np_t)}]
+    m, feeds = _rows_loop(nodes, "r", [t(n, dtype, ["n"]) for n in ("starts", "limits", "deltas")], feeds, rows_dtype=dtype)
+    _matches(m, feeds)
+
+
+def test_a_row_compressed_by_its_own_mask():
+    """``Compress(row, row > 0)``: tf.boolean_mask per row as tf2onnx writes it."""
+    nodes = [helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+             helper.make_node("Greater", ["row", "zero_f"], ["keep"]),
+             helper.make_node("Compress", ["row", "keep"], ["kept"], axis=0),
+             helper.make_node("Neg", ["kept"], ["neg"])]
+    feeds = [{"x": np.array([[1, -1, 2], [0, 0, 0], [3, 3, -3]], np.float32)}, {"x": np.zeros((0, 3), np.float32)},
+             {"x": np.zeros((2, 0), np.float32)}]
+    m, feeds = _rows_loop(nodes, "neg", [t("x", FLOAT, ["n", "w"])], feeds, initializer=[const("zero_f", np.float32(0))])
+    _matches(m, feeds)
+
+
+TF = Path(__file__).resolve().parent.parent / "data" / "tensorflow"
+
+
+@pytest.mark.parametrize("name", ["tf_ragged_map_elementwise", "tf_ragged_map_scaled_rows"])
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("target", ["tinygrad", "onnx2torch"])
+def test_tensorflow_maps_over_ragged_rows_run_without_loop(name, opset, target):
+    """tf.map_fn over a RaggedTensor (row i read as ``values[splits[i]:splits[i+1]]``,
+    ``row * row + 1`` or ``row - mean(row)``, a ragged result): no Loop, TensorFlow's
+    numbers on every stored case the export itself runs (tf2onnx's form fails with no
+    rows, and onnxruntime's Mod by zero on the mean one's empty rows)."""
+    path = TF / f"{name}_opset{opset}.onnx"
+    low, report = _lower(onnx.load(path), target)
+    assert not {"Loop", "Scan"} & set(ops_of(low)) and BATCHED in [r["how"] for r in report.rewrites]
+    ran = 0
+    for backend in ("reference", "onnxruntime"):
+        original, ex = Executor(onnx.load(path), backend=backend), Executor(low, backend=backend)
+        for k, (feeds, expected) in enumerate(load_cases(path)):
+            try:
+                original.run(feeds)
+            except Exception:  # noqa: BLE001 - the export's own failure there
+                continue
+            out = ex.run(feeds).outputs
+            for key, want in expected.items():
+                np.testing.assert_allclose(out[key], want, rtol=1e-5, atol=1e-6, err_msg=f"{backend} case {k}")
+            ran += 1
+    assert ran >= 7
