@@ -30,6 +30,7 @@ from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
 from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.nonzero_by_topk import NonZeroByTopKPass
+from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
@@ -134,7 +135,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
 
 
 # Quirks whose rewrite is one pass over every node of an op (regions.QUIRK_OPS says which
-# op), in the order they run: the Slices a Split becomes and the CumSum of its run-time
+# ops), in the order they run: the Slices a Split becomes and the CumSum of its run-time
 # bounds come before the passes that fix what onnx2torch reads wrong in them.
 _OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
     ("nonzero-layout", NonZeroByTopKPass),
@@ -144,6 +145,7 @@ _OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
     ("cumsum-exclusive-empty", InclusiveCumSumsPass),
     ("cumsum-reverse-default", SpellOutCumSumDirectionPass),
     ("range-step-sign", ClampRangeLimitsPass),
+    ("reduce-empty-axis", PadReducedAxesPass),
 ]
 
 

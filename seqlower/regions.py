@@ -56,6 +56,8 @@ QUIRK_OPS = {
     "empty-constant-loop-state": "Loop", "loop-assumes-an-iteration": "Loop", "cumsum-reverse-default": "CumSum",
     "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant", "range-step-sign": "Range",
     "cumsum-exclusive-empty": "CumSum", "nonzero-layout": "NonZero",
+    "reduce-empty-axis": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                          "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd"),
 }
 
 
@@ -63,7 +65,7 @@ def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[
     """Ops some pass rewrites: sequence and optional ops, ReverseSequence, what the target
     lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
     about an op, every node of it (``QUIRK_OPS``)."""
-    every = {QUIRK_OPS[q] for q in quirks if q in QUIRK_OPS}
+    every = {op for q in quirks if q in QUIRK_OPS for op in ((QUIRK_OPS[q],) if isinstance(QUIRK_OPS[q], str) else QUIRK_OPS[q])}
     return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | every)
 
 

@@ -174,12 +174,17 @@ def ops_of(m: onnx.ModelProto) -> list[str]:
     return out
 
 
-def growing_loop_model(while_loop: bool = False) -> onnx.ModelProto:
+def growing_loop_model(while_loop: bool = False, dependent: bool = False) -> onnx.ModelProto:
     """``for i in range(x.size(0)): flat = cat(flat, x[i]); rows = cat(rows, [[len(x[i])]])``,
     both starting as empty constants, then one more row after the Loop: what the Flat
     lowering makes of a list grown in a loop. ``while_loop``: no trip count; it starts
-    when ``n > 0`` and the condition ``i + 1 < n`` stops it."""
-    nodes = [helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+    when ``n > 0`` and the condition ``i + 1 < n`` stops it. ``dependent``: each row
+    appended is ``x[i]`` plus the number of values appended before it (an iteration
+    depends on the ones before: no batched rewrite takes the Loop)."""
+    grown = [helper.make_node("Size", ["f_in"], ["so_far"]), helper.make_node("Cast", ["so_far"], ["so_far_f"], to=FLOAT),
+             helper.make_node("Add", ["x_row", "so_far_f"], ["row"])] if dependent else [
+        helper.make_node("Identity", ["x_row"], ["row"])]
+    nodes = [helper.make_node("Gather", ["x", "i"], ["x_row"], axis=0), *grown,
              helper.make_node("Concat", ["f_in", "row"], ["f_out"], axis=0),
              helper.make_node("Shape", ["row"], ["row_dims"]),
              helper.make_node("Unsqueeze", ["row_dims", "axis0"], ["row_rows"]),

@@ -50,3 +50,58 @@ def test_an_if_with_branches_of_one_shape_has_no_gap_and_runs_on_tract():
     for c in (True, False):
         out = Executor(m, backend="tract").run({"x": np.arange(4, dtype=np.float32), "c": np.array(c)}).outputs["y"]
         np.testing.assert_array_equal(out, np.arange(4, dtype=np.float32)[None])
+
+
+def _reshape_by(shape_from_data: bool) -> onnx.ModelProto:
+    """``Reshape(x, [k, -1])`` with k an input's value, or x's own first dim."""
+    from tests.helpers import INT64, const
+
+    k = [helper.make_node("Identity", ["k"], ["first"])] if shape_from_data else [
+        helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Slice", ["dims", "zero", "one"], ["first"])]
+    return model([*k, helper.make_node("Concat", ["first", "minus1"], ["target"], axis=0),
+                  helper.make_node("Reshape", ["x", "target"], ["y"], name="reshape")],
+                 [t("x", FLOAT, ["n", "w"]), t("k", INT64, [1])], [t("y", FLOAT, [None, None])],
+                 initializer=[const("zero", np.array([0], np.int64)), const("one", np.array([1], np.int64)),
+                              const("minus1", np.array([-1], np.int64))])
+
+
+def test_tract_fails_a_reshape_to_a_shape_read_from_data_and_check_names_it(tmp_path):
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "k": np.array([3], np.int64)}
+    m = _reshape_by(True)
+    with pytest.raises(Exception, match="shape input is variable"):
+        Executor(m, backend="tract").run(feeds)
+    gaps = target_gaps(m, load_target("tract"))
+    assert [g.where for g in gaps] == ["Reshape node 'reshape'"] and "quirk data-dependent-shape" in gaps[0].why
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    assert main(["check", str(path), "--target", "tract"]) == 1
+
+
+def test_a_reshape_to_dims_has_no_gap_and_runs_on_tract():
+    m = _reshape_by(False)
+    assert target_gaps(m, load_target("tract")) == []
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = Executor(m, backend="tract").run({"x": x, "k": np.array([3], np.int64)}).outputs["y"]
+    np.testing.assert_array_equal(out, x)
+
+
+def test_a_value_computed_inside_a_loop_body_is_data_there():
+    """Inside a subgraph, what the body reads from its inputs is values: a Range over the
+    iteration number is named; a Range over an outer dim is not."""
+    from tests.helpers import INT64, const
+
+    def loop(limit: str) -> onnx.ModelProto:
+        b = body([helper.make_node("Range", ["zero_s", limit, "one_s"], ["r"]),
+                  helper.make_node("ReduceSum", ["r"], ["s"], keepdims=0),
+                  helper.make_node("Identity", ["c"], ["c_out"])],
+                 [t("i", INT64, []), t("c", BOOL, [])], [t("c_out", BOOL, []), t("s", INT64, [])])
+        return model([helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Gather", ["dims", "zero_s"], ["n"], axis=0),
+                      helper.make_node("Loop", ["n", "", ], ["sums"], body=b, name="loop")],
+                     [t("x", FLOAT, ["n"])], [t("sums", INT64, [None])],
+                     initializer=[const("zero_s", np.int64(0)), const("one_s", np.int64(1))])
+
+    from seqlower.targets.quirks import DETECTORS
+
+    found = list(DETECTORS["data-dependent-shape"](loop("i")))
+    assert [w for w, _, _ in found] == ["Range node (output 'r')"] and "Loop node 'loop'.body" in found[0][1]
+    assert list(DETECTORS["data-dependent-shape"](loop("n"))) == []

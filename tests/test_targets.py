@@ -120,7 +120,7 @@ def test_lower_for_a_target_says_why_a_loop_stays(capsys, tmp_path):
     from tests.helpers import growing_loop_model
 
     src, dst = tmp_path / "grow.onnx", tmp_path / "grow.tract.onnx"
-    onnx.save(growing_loop_model(), src)
+    onnx.save(growing_loop_model(dependent=True), src)
     code, out, _ = cli(capsys, "lower", src, "-o", dst, "--target", "tract", "--strict", "--report", tmp_path / "r.json")
     assert code == 1 and dst.exists()
     assert ("Loop node 'grow'  in main: tract has no Loop, and it cannot be a Scan: the tensor it carries ('f_in') "

@@ -73,9 +73,53 @@ def _show(dims: list[Dim] | None) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims or []) + "]"
 
 
+# Inputs a runtime that plans every shape before it runs must know as dims.
+_SHAPE_INPUTS = {"Reshape": (1,), "Range": (0, 1, 2), "Split": (1,), "Expand": (1,), "ConstantOfShape": (0,), "Tile": (1,)}
+
+
+def _data_dependent_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: a Reshape, Range, Split, Expand, ConstantOfShape or Tile whose shape
+    input is computed from tensor values (not from dims: ``Shape`` and ``Size`` turn a
+    tensor into dims) has no shape its analysis can know ('shape input is variable').
+    Inside a subgraph, the subgraph's inputs (iteration number, state, slices) are values."""
+    inits = {i.name for i in model.graph.initializer}
+    yield from _data_shapes(model.graph, "main", {i.name for i in model.graph.input if i.name not in inits})
+
+
+def _data_shapes(graph: onnx.GraphProto, path: str, outer: set[str]) -> Iterator[tuple[str, str, str]]:
+    data = set(outer) | {i.name for i in graph.input}
+    data -= {i.name for i in graph.initializer}
+    for node in graph.node:
+        where = describe_node(node.op_type, node.name, list(node.output))
+        subgraphs = [(a.name, a.g) for a in node.attribute if a.HasField("g")]
+        subgraphs += [(f"{a.name}[{i}]", g) for a in node.attribute for i, g in enumerate(a.graphs)]
+        reads = set(node.input)
+        for name, sub in subgraphs:
+            yield from _data_shapes(sub, f"{path} > {where}.{name}", data)
+            reads |= _names_read(sub)
+        if node.domain in ("", "ai.onnx") and node.op_type in _SHAPE_INPUTS:
+            bad = [node.input[k] for k in _SHAPE_INPUTS[node.op_type] if k < len(node.input) and node.input[k] in data]
+            if bad:
+                yield where, path, (f"its input '{bad[0]}' is computed from tensor values, not dims; tract plans every "
+                                    "shape before it runs and fails it: 'shape input is variable' (quirk data-dependent-shape)")
+        if node.op_type not in ("Shape", "Size") and reads & data:
+            data.update(o for o in node.output if o)
+
+
+def _names_read(graph: onnx.GraphProto) -> set[str]:
+    read: set[str] = set()
+    for node in graph.node:
+        read.update(x for x in node.input if x)
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                read |= _names_read(g)
+    return read
+
+
 # Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
     "if-branch-facts": _if_branch_facts,
+    "data-dependent-shape": _data_dependent_shapes,
 }
 
 

@@ -110,7 +110,7 @@ def test_dim_max_bounds_the_loop_whose_trip_count_is_that_dim():
 def test_a_loop_the_initial_condition_can_skip_and_its_body_can_stop():
     """A while loop: no trip count, it starts when ``n > 0`` and ``i + 1 < n`` ends it;
     what it carries grows by a row each step (a Concat of the first dim)."""
-    m = growing_loop_model(while_loop=True)
+    m = growing_loop_model(while_loop=True, dependent=True)
     for region in (False, True):
         low, _ = _lowered(m, max_trips=3, region=region)
         assert "Loop" not in ops_of(low)

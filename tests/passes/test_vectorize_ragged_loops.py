@@ -252,3 +252,24 @@ def test_tensorflow_maps_over_ragged_rows_run_without_loop(name, opset, target):
                 np.testing.assert_allclose(out[key], want, rtol=1e-5, atol=1e-6, err_msg=f"{backend} case {k}")
             ran += 1
     assert ran >= 7
+
+
+@pytest.mark.parametrize("while_loop", [False, True])
+def test_a_list_grown_row_by_row_runs_without_loop(while_loop):
+    """The Flat list a TorchScript ``for``/``while`` loop grows by ``x[i]`` and its length
+    (a [n, 1] table): the rows themselves and their dims, stacked. The same loop where a
+    row depends on what came before keeps its Loop."""
+    from tests.helpers import growing_loop_model
+
+    m = growing_loop_model(while_loop)
+    low, report = _lower(m)
+    assert not {"Loop", "Scan"} & set(ops_of(low)) and BATCHED in [r["how"] for r in report.rewrites]
+    for backend in ("reference", "onnxruntime"):
+        a, b = Executor(m, backend=backend), Executor(low, backend=backend)
+        for shape in [(0, 3), (1, 3), (3, 3), (2, 0)]:
+            x = {"x": np.arange(np.prod(shape), dtype=np.float32).reshape(shape)}
+            want, got = a.run(x).outputs, b.run(x).outputs
+            for k in want:
+                np.testing.assert_array_equal(got[k], want[k], err_msg=f"{backend} {shape} {k}")
+    kept, report = _lower(growing_loop_model(while_loop, dependent=True))
+    assert "Loop" in ops_of(kept) and BATCHED not in [r["how"] for r in report.rewrites]
