@@ -105,3 +105,19 @@ def test_a_value_computed_inside_a_loop_body_is_data_there():
     found = list(DETECTORS["data-dependent-shape"](loop("i")))
     assert [w for w, _, _ in found] == ["Range node (output 'r')"] and "Loop node 'loop'.body" in found[0][1]
     assert list(DETECTORS["data-dependent-shape"](loop("n"))) == []
+
+
+def test_tract_fails_a_slice_with_bounds_read_from_data_and_check_names_it():
+    """Every run-time Slice bound measured failed (0..0 'Invalid slicing range', 3..1
+    'start <= end', 1..3 'invalid SymbolScope'): the bounds must be dims."""
+    from tests.helpers import INT64, const
+
+    m = model([helper.make_node("Slice", ["x", "s", "e", "axis0"], ["y"], name="rows")],
+              [t("x", FLOAT, ["n", 2]), t("s", INT64, [1]), t("e", INT64, [1])], [t("y", FLOAT, [None, 2])],
+              initializer=[const("axis0", np.array([0], np.int64))])
+    x = np.zeros((4, 2), np.float32)
+    for s, e in [(0, 0), (1, 3), (3, 1)]:
+        with pytest.raises(Exception, match="slicing range|start <= end|SymbolScope"):
+            Executor(m, backend="tract").run({"x": x, "s": np.array([s]), "e": np.array([e])})
+    gaps = target_gaps(m, load_target("tract"))
+    assert [g.where for g in gaps] == ["Slice node 'rows'"] and "'s'" in gaps[0].why

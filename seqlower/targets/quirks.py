@@ -74,7 +74,8 @@ def _show(dims: list[Dim] | None) -> str:
 
 
 # Inputs a runtime that plans every shape before it runs must know as dims.
-_SHAPE_INPUTS = {"Reshape": (1,), "Range": (0, 1, 2), "Split": (1,), "Expand": (1,), "ConstantOfShape": (0,), "Tile": (1,)}
+_SHAPE_INPUTS = {"Reshape": (1,), "Range": (0, 1, 2), "Split": (1,), "Expand": (1,), "ConstantOfShape": (0,), "Tile": (1,),
+                 "Slice": (1, 2)}
 
 
 def _data_dependent_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:

@@ -1,4 +1,5 @@
-"""Compress as NonZero -> Reshape -> Gather for targets that lack it (OpenVINO, tract):
+"""Compress as NonZero -> Reshape -> Gather for targets that lack it (OpenVINO, tract,
+tinygrad: its Compress of nothing kept fails, 'index dtype dtypes.float'):
 every axis (negative too, none), conditions shorter than the axis, none true, zero-size
 inputs, strings, float16 and bool, opsets 9, 11 and 17; and it runs on OpenVINO, whose
 own Compress fails (tf2onnx's boolean_mask)."""
@@ -30,7 +31,8 @@ def _values(shape, dtype):
 @pytest.mark.parametrize("dtype", [FLOAT, INT64, TensorProto.FLOAT16, TensorProto.STRING, BOOL])
 @pytest.mark.parametrize("axis", [0, 1, -1, -2, None])
 @pytest.mark.parametrize("opset", [11, 17])
-def test_compress_lowered_for_openvino(dtype, axis, opset):
+@pytest.mark.parametrize("target", ["openvino", "tinygrad"])
+def test_compress_lowered_for_openvino(dtype, axis, opset, target):
     attrs = {} if axis is None else {"axis": axis}
     m = model([helper.make_node("Compress", ["x", "c"], ["y"], **attrs)],
               [t("x", dtype, ["n", "w"]), t("c", BOOL, ["k"])], [t("y", dtype, [None] if axis is None else [None, None])],
@@ -43,7 +45,7 @@ def test_compress_lowered_for_openvino(dtype, axis, opset):
         {"x": _values((n, w), dtype), "c": np.zeros(length, bool)},  # nothing selected
         {"x": _values((0, w) if axis in (1, -1) else (n, 0), dtype), "c": np.zeros(0, bool)},  # zero-size input
     ]
-    low, report = lower_checked(m, inputs=feeds, target="openvino", tensor_only=False)
+    low, report = lower_checked(m, inputs=feeds, target=target, tensor_only=False)
     assert "Compress" not in ops_of(low)
     rows = dtype == TensorProto.STRING and axis in (0, -2)
     assert [r["how"] for r in report.rewrites] == ["NonZero, GatherND" if rows else "NonZero, Gather"]
