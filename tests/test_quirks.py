@@ -121,3 +121,71 @@ def test_tract_fails_a_slice_with_bounds_read_from_data_and_check_names_it():
             Executor(m, backend="tract").run({"x": x, "s": np.array([s]), "e": np.array([e])})
     gaps = target_gaps(m, load_target("tract"))
     assert [g.where for g in gaps] == ["Slice node 'rows'"] and "'s'" in gaps[0].why
+
+
+# The fixtures TVM Relax 0.27 converts and runs on every case once lowered for it
+# (python tools/runtimes.py tvm); TVM is not a test dependency, so what is checked here
+# is that check --target names something in every other one, and nothing in these.
+TVM_RUNS = {
+    "dynamo_chunk_dynamic_batch_opset18", "dynamo_split_chunk_unbind_opset18", "ts_chunk_pop_cat_opset13",
+    "ts_chunk_pop_cat_opset17", "tf_map_fn_fixed_opset13", "tf_map_fn_fixed_opset17", "tf_unstack_stack_opset13",
+    "tf_unstack_stack_opset17",
+}
+
+
+def test_check_names_a_gap_in_every_fixture_tvm_does_not_run_and_none_in_the_others():
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.model_io import to_proto
+    from tests.test_exported_models import MODELS
+    from tests.test_tensorflow_models import MODELS as TF_MODELS
+
+    target = load_target("tvm")
+    named = {}
+    for path in [*MODELS, *TF_MODELS]:
+        low, report = lower_with_report(load_model(onnx.load(path)), LowerOptions(target="tvm"))
+        named[path.stem] = bool(target_gaps(to_proto(low), target, report.kept_loops))
+    assert {k for k, v in named.items() if not v} == TVM_RUNS
+
+
+def _tvm_shape_model(extra: list, source: str = "x") -> onnx.ModelProto:
+    """``Reshape(x, [n, -1])`` with n read off the shape of ``source`` (x, or the
+    positions NonZero finds in it: dims no input shape fixes), plus ``extra`` nodes
+    making ``r``."""
+    from tests.helpers import INT64, const
+
+    return model([helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Shape", [source], ["dims"]),
+                  helper.make_node("Gather", ["dims", "zero"], ["n"], axis=0),
+                  helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+                  helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0), *extra,
+                  helper.make_node("Reshape", ["x", "target"], ["y"])],
+                 [t("x", FLOAT, ["a", "b"])], [t("y", FLOAT, [None, None]), t("r", None or FLOAT, [None])],
+                 initializer=[const("zero", np.int64(0)), const("one", np.int64(1)), const("axes", np.array([0], np.int64)),
+                              const("minus1", np.array([-1], np.int64))])
+
+
+# Each converted (or not) on TVM Relax 0.27 with tools/runtimes.py's run_tvm.
+TVM_SHAPE_CASES = {
+    "plumbing": ([helper.make_node("Range", ["zero", "n", "one"], ["ri"]), helper.make_node("Cast", ["ri"], ["r"], to=1)], "x", []),
+    "arithmetic on input dims": ([helper.make_node("Add", ["n", "one"], ["m"]), helper.make_node("Range", ["zero", "m", "one"], ["ri"]),
+                                  helper.make_node("Cast", ["ri"], ["r"], to=1)], "x", []),
+    "arithmetic on NonZero's dims": ([helper.make_node("Add", ["n", "one"], ["m"]), helper.make_node("Range", ["zero", "m", "one"], ["ri"]),
+                                      helper.make_node("Cast", ["ri"], ["r"], to=1)], "nz", []),
+    "a cast dim times a tensor": ([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                                   helper.make_node("Cast", ["n"], ["nf"], to=1), helper.make_node("Mul", ["s", "nf"], ["p"]),
+                                   helper.make_node("Unsqueeze", ["p", "axes"], ["r"])], "x", []),
+    "a dim and a tensor": ([helper.make_node("ReduceMax", ["x"], ["s"], keepdims=0), helper.make_node("Cast", ["s"], ["si"], to=7),
+                            helper.make_node("Min", ["si", "n"], ["p"]), helper.make_node("Unsqueeze", ["p", "axes"], ["pi"]),
+                            helper.make_node("Cast", ["pi"], ["r"], to=1)], "x", ["Min node (output 'p')"]),
+    "a shape times a tensor": ([helper.make_node("ReduceMax", ["x"], ["s"], keepdims=1), helper.make_node("Cast", ["s"], ["si"], to=7),
+                                helper.make_node("Reshape", ["si", "minus1"], ["s1"]),
+                                helper.make_node("Mul", ["s1", "dims"], ["p"]), helper.make_node("Cast", ["p"], ["r"], to=1)],
+                               "x", ["Mul node (output 'p')"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TVM_SHAPE_CASES))
+def test_tvm_shape_expressions_named_as_measured(case):
+    extra, source, named = TVM_SHAPE_CASES[case]
+    gaps = target_gaps(_tvm_shape_model(extra, source), load_target("tvm"))
+    assert [g.where for g in gaps] == named
+    assert all(g.why.endswith("(quirk shape-expr)") for g in gaps)

@@ -117,10 +117,128 @@ def _names_read(graph: onnx.GraphProto) -> set[str]:
     return read
 
 
+# TVM Relax: what its frontend does with a value read off Shape (a ShapeExpr, or a
+# PrimValue once Gathered), measured on the 43 exported fixtures lowered for it: these
+# keep it a shape, Range takes it as a bound, and anything else fails to convert.
+_SHAPE_KEEPING = {"Gather": (0,), "Slice": (0,), "Squeeze": (0,), "Unsqueeze": (0,), "Cast": (0,), "Identity": (0,)}
+# The input that is a shape, which the frontend wants as a shape expression or a constant.
+_SHAPE_SLOT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
+
+
+def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """TVM Relax keeps what ``Shape`` gives as a shape expression, and a dim Gathered
+    from one as a prim value. Bisected node by node on the 43 fixtures and checked on
+    small models, its frontend fails: a shape expression or prim mixed with a computed
+    tensor in one op ('cannot handle ShapeExpr inputs', 'PrimType object has no
+    attribute shape', relax.concat of a shape and a tensor); arithmetic on a whole shape
+    whose dims the input shapes do not fix (it converts with them fixed and folds the
+    rest); the shape of a value of unknown rank ('Slice requires a statically known
+    input rank'); a Reshape/Expand/ConstantOfShape/Tile shape that is a computed tensor
+    or a prim; an Expand to a zero dim. Known dims are what onnx's inference with data
+    propagation finds with every input dim fixed."""
+    graph = model.graph
+    known, ranked = _known_shapes(model)
+    constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    values = {i.name: i for i in graph.initializer}
+    shape: dict[str, tuple[bool, bool]] = {}  # shape value -> (its dims are known, it is one prim dim)
+    for node in graph.node:
+        ins = list(node.input)
+        where = describe_node(node.op_type, node.name, list(node.output))
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type in ("Shape", "Size"):
+            if ins and ins[0] not in ranked and node.op_type == "Shape":
+                consumers = [n for n in graph.node if set(n.input) & set(node.output)]
+                if consumers:
+                    c = consumers[0]
+                    yield (describe_node(c.op_type, c.name, list(c.output)), "main",
+                           f"it reads the shape of '{ins[0]}', whose rank is not known: TVM's frontend needs it "
+                           "('requires a statically known input rank') (quirk shape-expr)")
+                continue
+            shape.update({o: (bool(ins and ins[0] in known), node.op_type == "Size") for o in node.output})
+            continue
+        slot = _SHAPE_SLOT.get(node.op_type)
+        if slot is not None and slot < len(ins) and ins[slot]:
+            target = ins[slot]
+            if (target not in shape and target not in constant) or shape.get(target, (True, False))[1]:
+                yield where, "main", (f"its shape '{target}' is a computed tensor or one dim, where TVM's frontend wants "
+                                      "a shape expression or a constant (quirk shape-expr)")
+                continue
+            if node.op_type == "Expand" and target in values and 0 in onnx.numpy_helper.to_array(values[target]).reshape(-1):
+                yield where, "main", ("it expands to a zero-size dim, which TVM's frontend refuses: 'Invalid target "
+                                      "dimension 0' (quirk shape-expr)")
+                continue
+            ins = [x if k != slot else "" for k, x in enumerate(ins)]
+        fed = [k for k, x in enumerate(ins) if x in shape]
+        if not fed or node.op_type == "Range":
+            continue
+        static = all(shape[ins[k]][0] for k in fed)
+        prims = all(shape[ins[k]][1] for k in fed)
+        tensors = [x for k, x in enumerate(ins) if x and k not in fed and x not in constant]
+        if node.op_type == "Cast":
+            if not prims:
+                shape.update({o: (static, False) for o in node.output})
+            continue  # a prim cast is a tensor
+        if node.op_type in _SHAPE_KEEPING and set(fed) <= set(_SHAPE_KEEPING[node.op_type]):
+            one = node.op_type == "Gather" and len(ins) > 1 and ins[1] in values and not values[ins[1]].dims
+            shape.update({o: (static, one or (prims and node.op_type in ("Identity", "Squeeze"))) for o in node.output})
+            continue
+        if tensors:
+            yield where, "main", (f"it mixes '{ins[fed[0]]}', a value read off Shape, with the computed tensor "
+                                  f"'{tensors[0]}': TVM's frontend cannot convert it (quirk shape-expr)")
+            continue
+        if static or prims or node.op_type == "Concat":
+            shape.update({o: (static, prims and node.op_type != "Concat") for o in node.output})
+            continue
+        yield where, "main", (f"it computes on '{ins[fed[0]]}', a shape whose dims the input shapes do not fix: "
+                              "TVM's frontend cannot convert it (quirk shape-expr)")
+
+
+def _known_shapes(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
+    """Main-graph values whose every dim onnx's inference (data propagation on) knows
+    once every graph input dim is a number, and those whose rank it knows."""
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    inits = {i.name for i in fixed.graph.initializer}
+    for v in fixed.graph.input:
+        if v.name in inits or v.type.WhichOneof("value") != "tensor_type":
+            continue
+        for d in v.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                d.Clear()
+                d.dim_value = 2
+    try:
+        inferred = infer_shapes(fixed, data_prop=True)
+    except Exception:  # noqa: BLE001 - nothing known
+        return set(), {v.name for v in model.graph.input}
+    known, ranked = set(), {i.name for i in model.graph.initializer}
+    for v in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        dims = _dims(v)
+        if dims is not None:
+            ranked.add(v.name)
+            if all(isinstance(d, int) for d in dims):
+                known.add(v.name)
+    return known, ranked
+
+
+def _tvm_dynamic_splits(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """TVM Relax: a Split whose sizes are not a constant ('Dynamic Split not yet supported')."""
+    for path, graph, _ in walk_graphs(model):
+        constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+        for node in graph.node:
+            if node.op_type == "Split" and node.domain in ("", "ai.onnx") and len(node.input) > 1 and node.input[1] \
+                    and node.input[1] not in constant:
+                yield (describe_node(node.op_type, node.name, list(node.output)), path,
+                       f"its sizes '{node.input[1]}' are computed at run time: TVM's frontend has no such Split, "
+                       "'Dynamic Split not yet supported' (quirk dynamic-split)")
+
+
 # Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
     "if-branch-facts": _if_branch_facts,
     "data-dependent-shape": _data_dependent_shapes,
+    "shape-expr": _tvm_shape_expressions,
+    "dynamic-split": _tvm_dynamic_splits,
 }
 
 
