@@ -70,8 +70,11 @@ def _axes(node: ir.Node, rank: int, opset: int) -> list[int] | None:
 
 
 def _padded_already(x: ir.Value) -> bool:
-    """``x`` is a Concat whose last input is an Expand of a scalar constant: this pass's."""
+    """``x`` is a Concat whose last input is an Expand of a scalar constant (this pass's),
+    or the mask of a max/min's correction computed from one."""
     p = x.producer()
+    while p is not None and p.op_type in ("Cast", "Not", "Equal") and p.inputs and p.inputs[0] is not None:
+        p = p.inputs[0].producer()
     if p is None or p.op_type != "Concat" or len(p.inputs) != 2 or p.inputs[1] is None:
         return False
     q = p.inputs[1].producer()

@@ -235,7 +235,7 @@ class _Env:
 
     # -- dense and unbatched ----------------------------------------------------------
 
-    def _gather(self, p: ir.Node, ins: list, name: str) -> Dense:
+    def _gather(self, p: ir.Node, ins: list, name: str) -> Dense | Ragged:
         o = self.o
         data, index = ins[0], ins[1]
         axis = p.attributes.get("axis")
@@ -245,6 +245,22 @@ class _Env:
             if rank is None or axis % rank != 0:
                 raise _Cannot
             return Dense(o.op("Gather", [data, index.value], name, dtype=data.dtype, axis=0), index.rank + rank - 1)
+        if isinstance(data, Dense) and isinstance(index, Ragged) and data.rank > 0 and axis % data.rank == 0:
+            # Row i's own positions (a Compress lowered to NonZero -> Gather).
+            v = data.value
+            dims = o.shape(v, f"{name}_dims")
+            w = o.op("Gather", [dims, o.scalar(1)], f"{name}_w", dtype=INT64, shape=[], axis=0)
+            at = o.op("Cast", [index.flat], f"{name}_at64", dtype=INT64, to=INT64)
+            at = o.op("Where", [o.op("Less", [at, o.scalar(0)], f"{name}_negative", dtype=ir.DataType.BOOL),
+                                o.op("Add", [at, w], f"{name}_from_end", dtype=INT64), at], f"{name}_fwd", dtype=INT64)
+            if index.dims:
+                raise _Cannot
+            at = o.op("Add", [o.op("Mul", [index.rows, w], f"{name}_row_start",
+                                   dtype=INT64), at], f"{name}_index", dtype=INT64)
+            merged = o.reshape(v, o.concat([o.ints([-1]), o.slice(dims, o.ints([2]), o.ints([MAX_INT64]), [0], f"{name}_rest")],
+                                           0, f"{name}_merged_dims"), f"{name}_merged")
+            flat = o.op("Gather", [merged, at], name, dtype=v.dtype, axis=0)
+            return Ragged(flat, index.rows, index.lengths, (*index.pattern, *[DIM] * (data.rank - 1)))
         if isinstance(data, Dense) and isinstance(index, ir.Value) and data.rank > 0:
             ri = index.shape.rank() if index.shape is not None else None
             if ri is None:

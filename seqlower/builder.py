@@ -237,6 +237,9 @@ class Builder:
             self.graph.register_initializer(v)
             return v
         node = self._emit("Constant", [], {"value": tensor}, outputs=[name], node_name=f"{name}_const")
+        # Named as its output: what onnx_ir writes once the value is ever an initializer
+        # (a lowering of the lowered model must give the same bytes).
+        tensor.name = node.outputs[0].name
         return self._typed(node.outputs[0], tensor.dtype, ir.Shape(array.shape))
 
     def ints(self, values: Sequence[int], name: str) -> ir.Value:

@@ -27,7 +27,10 @@ def test_cumsum_lowered_for_tract(exclusive, reverse, shape, axis, dtype, opset)
     zero[axis] = 0
     feeds = [{"x": (np.arange(int(np.prod(shape))) - 4).astype(np_type).reshape(shape)}, {"x": np.zeros(zero, np_type)}]
     low, report = lower_checked(m, inputs=feeds, target="tract")
-    assert "CumSum" not in ops_of(low) and [r["how"] for r in report.rewrites] == ["masked ReduceSum"]
+    hows = [r["how"] for r in report.rewrites]
+    # (then tract's quirk reduce-empty-axis pads the sum's axis where it may be empty)
+    assert "CumSum" not in ops_of(low) and hows[0] == "masked ReduceSum"
+    assert set(hows[1:]) <= {"one neutral element along each axis that may be empty (tract)"}
 
 
 def test_a_runtime_axis_stays_and_other_targets_keep_cumsum():
