@@ -189,3 +189,19 @@ def test_tvm_shape_expressions_named_as_measured(case):
     gaps = target_gaps(_tvm_shape_model(extra, source), load_target("tvm"))
     assert [g.where for g in gaps] == named
     assert all(g.why.endswith("(quirk shape-expr)") for g in gaps)
+
+
+def test_tract_fails_an_if_that_appends_in_one_branch_and_check_names_it():
+    """TorchScript's ``if c: xs.append(row)`` (bounded loops keep it): one branch
+    concatenates to the list, the other passes it through; onnx cannot prove the dims
+    differ (both unknown), tract's analysis finds they do."""
+    then = body([helper.make_node("Concat", ["xs", "row"], ["grown"], axis=0)], [], [t("grown", FLOAT, [None, "w"])])
+    other = body([helper.make_node("Identity", ["xs"], ["same"])], [], [t("same", FLOAT, [None, "w"])])
+    m = model([helper.make_node("If", ["c"], ["ys"], then_branch=then, else_branch=other, name="append")],
+              [t("xs", FLOAT, ["n", "w"]), t("row", FLOAT, [1, "w"]), t("c", BOOL, [])], [t("ys", FLOAT, [None, "w"])])
+    feeds = {"xs": np.zeros((2, 3), np.float32), "row": np.ones((1, 3), np.float32), "c": np.array(True)}
+    with pytest.raises(Exception, match="If"):
+        Executor(m, backend="tract").run(feeds)
+    gaps = target_gaps(m, load_target("tract"))
+    assert [g.where for g in gaps] == ["If node 'append'"] and "concatenates to it" in gaps[0].why
+    assert gaps[0].why.endswith("(quirk if-branch-facts)")

@@ -69,6 +69,58 @@ def _if_branch_facts(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
                     break
 
 
+def _if_branch_growth(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: an If where one branch passes an outer tensor through and the other
+    concatenates to it or slices it (TorchScript's list append, insert or pop under an
+    ``if``) gives two shapes, whatever inference can prove about the dims."""
+    for path, graph, _ in walk_graphs(model):
+        for node in graph.node:
+            if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+                continue
+            branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
+            if len(branches) != 2:
+                continue
+            then, other = branches["then_branch"], branches["else_branch"]
+            for k, (a, b) in enumerate(zip(then.output, other.output)):
+                for (pg, po), (og, oo) in (((then, a.name), (other, b.name)), ((other, b.name), (then, a.name))):
+                    source = _passed_through(pg, po)
+                    if source is not None and _resizes(og, oo, source):
+                        where = describe_node(node.op_type, node.name, list(node.output))
+                        yield where, path, (f"one branch passes '{source}' through as output {k} and the other "
+                                            "concatenates to it or slices it; tract needs one shape from both "
+                                            "(quirk if-branch-facts)")
+                        break
+                else:
+                    continue
+                break
+
+
+def _passed_through(graph: onnx.GraphProto, name: str) -> str | None:
+    made = {o: n for n in graph.node for o in n.output}
+    while name in made and made[name].op_type == "Identity":
+        name = made[name].input[0]
+    return None if name in made or name in {i.name for i in graph.initializer} else name
+
+
+def _resizes(graph: onnx.GraphProto, name: str, source: str) -> bool:
+    made = {o: n for n in graph.node for o in n.output}
+    p = made.get(name)
+    while p is not None and p.op_type == "Identity":
+        p = made.get(p.input[0])
+    if p is None or p.op_type not in ("Concat", "Slice"):
+        return False
+    stack, seen = list(p.input), set()
+    while stack:
+        x = stack.pop()
+        if x == source:
+            return True
+        if x in seen or x not in made:
+            continue
+        seen.add(x)
+        stack.extend(made[x].input)
+    return False
+
+
 def _show(dims: list[Dim] | None) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims or []) + "]"
 
@@ -235,11 +287,20 @@ def _tvm_dynamic_splits(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
 
 # Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
-    "if-branch-facts": _if_branch_facts,
+    "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m)]),
     "data-dependent-shape": _data_dependent_shapes,
     "shape-expr": _tvm_shape_expressions,
     "dynamic-split": _tvm_dynamic_splits,
 }
+
+
+def _unique(found: list[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
+    """One finding per node (the first reason)."""
+    seen = set()
+    for where, path, why in found:
+        if (where, path) not in seen:
+            seen.add((where, path))
+            yield where, path, why
 
 
 def quirk_findings(model: onnx.ModelProto, quirk_ids: list[str]) -> list[tuple[str, str, str]]:
