@@ -31,6 +31,7 @@ from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.nonzero_by_topk import NonZeroByTopKPass
 from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
+from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
@@ -146,6 +147,7 @@ _OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
     ("cumsum-reverse-default", SpellOutCumSumDirectionPass),
     ("range-step-sign", ClampRangeLimitsPass),
     ("reduce-empty-axis", PadReducedAxesPass),
+    ("expand-zero-dim", FoldEmptyExpandsPass),
 ]
 
 

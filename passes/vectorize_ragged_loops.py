@@ -138,8 +138,9 @@ class _Env:
         self.o, self.base, self.body = o, base, body
         self.trips = trips
         self.known: dict[ir.Value, ir.Value | Dense | Ragged] = {}
-        iterations = o.op("Range", [o.scalar(0), o.op("Max", [trips, o.scalar(0)], f"{base}_count", dtype=INT64, shape=[]),
-                                    o.scalar(1)], f"{base}_iterations", dtype=INT64, shape=[None])
+        # A trip count read off a shape is never negative: no Max (TVM converts none of a dim).
+        self.count = trips if _a_dim(trips) else o.op("Max", [trips, o.scalar(0)], f"{base}_count", dtype=INT64, shape=[])
+        iterations = o.op("Range", [o.scalar(0), self.count, o.scalar(1)], f"{base}_iterations", dtype=INT64, shape=[None])
         self.known[body.inputs[0]] = Dense(iterations, 0)
         self.inside = {v for n in body for v in n.outputs} | set(body.inputs)
 
@@ -231,7 +232,7 @@ class _Env:
         raise _Cannot
 
     def _count(self) -> ir.Value:
-        return self.o.op("Max", [self.trips, self.o.scalar(0)], f"{self.base}_m", dtype=INT64, shape=[])
+        return self.count
 
     # -- dense and unbatched ----------------------------------------------------------
 
@@ -552,6 +553,14 @@ class _Env:
         m = o.unsqueeze(self._count(), [0], f"{name}_m")
         return o.op("Expand", [o.unsqueeze(v, [0], f"{name}_one"), o.concat([m, o.shape(v, f"{name}_dims")], 0, f"{name}_all")],
                     f"{name}_stacked", dtype=v.dtype)
+
+
+def _a_dim(v: ir.Value) -> bool:
+    """``v`` is read off a Shape (through Gather, Slice, Squeeze, Reshape, Cast, Identity)."""
+    p = v.producer()
+    while p is not None and p.op_type in ("Gather", "Slice", "Squeeze", "Reshape", "Cast", "Identity") and p.inputs[0] is not None:
+        p = p.inputs[0].producer()
+    return p is not None and p.op_type in ("Shape", "Size")
 
 
 def _axes(p: ir.Node) -> list[int] | None:

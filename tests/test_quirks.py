@@ -128,7 +128,7 @@ def test_tract_fails_a_slice_with_bounds_read_from_data_and_check_names_it():
 # is that check --target names something in every other one, and nothing in these.
 TVM_RUNS = {
     "dynamo_chunk_dynamic_batch_opset18", "dynamo_split_chunk_unbind_opset18", "ts_chunk_pop_cat_opset13",
-    "ts_chunk_pop_cat_opset17", "tf_map_fn_fixed_opset13", "tf_map_fn_fixed_opset17", "tf_unstack_stack_opset13",
+    "ts_chunk_pop_cat_opset17", "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17", "tf_map_fn_fixed_opset13", "tf_map_fn_fixed_opset17", "tf_unstack_stack_opset13",
     "tf_unstack_stack_opset17",
 }
 

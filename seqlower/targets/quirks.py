@@ -217,8 +217,8 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
                                       "a shape expression or a constant (quirk shape-expr)")
                 continue
             if node.op_type == "Expand" and target in values and 0 in onnx.numpy_helper.to_array(values[target]).reshape(-1):
-                yield where, "main", ("it expands to a zero-size dim, which TVM's frontend refuses: 'Invalid target "
-                                      "dimension 0' (quirk shape-expr)")
+                yield where, "main", ("it expands a computed tensor to a zero-size dim, which TVM's frontend refuses: "
+                                      "'Invalid target dimension 0' (quirk expand-zero-dim)")
                 continue
             ins = [x if k != slot else "" for k, x in enumerate(ins)]
         fed = [k for k, x in enumerate(ins) if x in shape]
@@ -231,6 +231,10 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
             if not prims:
                 shape.update({o: (static, False) for o in node.output})
             continue  # a prim cast is a tensor
+        if node.op_type in ("Max", "Min", "Sum", "Mean", "Where"):
+            yield where, "main", (f"it takes '{ins[fed[0]]}', a value read off Shape, which TVM's frontend converts "
+                                  f"for no {node.op_type}: 'PrimType object has no attribute shape' (quirk shape-expr)")
+            continue
         if node.op_type in _SHAPE_KEEPING and set(fed) <= set(_SHAPE_KEEPING[node.op_type]):
             one = node.op_type == "Gather" and len(ins) > 1 and ins[1] in values and not values[ins[1]].dims
             shape.update({o: (static, one or (prims and node.op_type in ("Identity", "Squeeze"))) for o in node.output})
