@@ -49,6 +49,7 @@ __all__ = ["VectorizeRaggedLoopsPass"]
 class Dense:
     value: ir.Value  # [M, *per_row]
     rank: int  # per-iteration rank
+    units: frozenset[int] = frozenset()  # per-iteration axes known to be 1
 
 
 DIM = -1  # in a Ragged pattern: a dim after the ragged axis, the same for every iteration
@@ -482,7 +483,8 @@ class _Env:
         pattern = [1 if i in axes else d for i, d in enumerate(r.pattern)] if keepdims else \
             [d for i, d in enumerate(r.pattern) if i not in axes]
         units = [i + 1 for i, d in enumerate(pattern) if d != DIM]
-        return Dense(o.unsqueeze(reduced, units, f"{name}_dense") if units else reduced, len(pattern))
+        return Dense(o.unsqueeze(reduced, units, f"{name}_dense") if units else reduced, len(pattern),
+                     frozenset(u - 1 for u in units))
 
     def _binary(self, p: ir.Node, ins: list, name: str) -> Dense | Ragged:
         o = self.o
@@ -498,12 +500,19 @@ class _Env:
                     operands.append(x.flat)
                     continue
                 rank = x.rank if isinstance(x, Dense) else (x.shape.rank() if x.shape is not None else None)
-                # Aligned from the right, the operand may meet only the trailing DIMs.
-                if rank is None or rank > len(r.pattern) or any(d != DIM for d in r.pattern[len(r.pattern) - rank:]):
+                if rank is None or rank > len(r.pattern):
+                    raise _Cannot
+                # Aligned from the right, the operand meets trailing DIMs, or the ragged
+                # and unit axes with axes of its own known to be 1 (a keepdims reduction).
+                facing = r.pattern[len(r.pattern) - rank:]
+                units = x.units if isinstance(x, Dense) else frozenset()
+                squeeze = [j for j, d in enumerate(facing) if d != DIM]
+                if any(j not in units for j in squeeze) or (squeeze and not isinstance(x, Dense)):
                     raise _Cannot
                 if isinstance(x, Dense):
-                    by_row = o.op("Gather", [x.value, r.rows], f"{name}_by_row", dtype=x.value.dtype, axis=0)
-                    lift = list(range(1, 1 + r.dims - rank))
+                    v = o.b.squeeze(x.value, [j + 1 for j in squeeze], f"{name}_units") if squeeze else x.value
+                    by_row = o.op("Gather", [v, r.rows], f"{name}_by_row", dtype=x.value.dtype, axis=0)
+                    lift = list(range(1, 1 + r.dims - (rank - len(squeeze))))
                     operands.append(o.unsqueeze(by_row, lift, f"{name}_lift") if lift else by_row)
                 else:
                     operands.append(x)

@@ -273,3 +273,37 @@ def test_a_list_grown_row_by_row_runs_without_loop(while_loop):
                 np.testing.assert_array_equal(got[k], want[k], err_msg=f"{backend} {shape} {k}")
     kept, report = _lower(growing_loop_model(while_loop, dependent=True))
     assert "Loop" in ops_of(kept) and BATCHED not in [r["how"] for r in report.rewrites]
+
+
+@pytest.mark.parametrize("values_type,reduce_op", [(onnx.TensorProto.FLOAT16, "ReduceMean"), (onnx.TensorProto.DOUBLE, "ReduceMax"),
+                                                   (INT64, "ReduceSum"), (onnx.TensorProto.INT32, "ReduceMin"),
+                                                   (onnx.TensorProto.BFLOAT16, "ReduceSum")])
+@pytest.mark.parametrize("splits_type", [INT64, onnx.TensorProto.INT32])
+def test_ragged_rows_of_every_dtype(values_type, reduce_op, splits_type):
+    """The split rows of the first test in other dtypes, bounds int32 or int64."""
+    nodes = [helper.make_node("Unsqueeze", ["i", "axis0"], ["i1"]),
+             helper.make_node("Cast", ["i1"], ["i1t"], to=splits_type),
+             helper.make_node("Gather", ["splits", "i1t"], ["start"]),
+             helper.make_node("Add", ["i1", "one"], ["i_next"]),
+             helper.make_node("Gather", ["splits", "i_next"], ["end"]),
+             helper.make_node("Slice", ["values", "start", "end", "axis0t"], ["row"]),
+             helper.make_node(reduce_op, ["row", "axis0"], ["stat"], keepdims=1),
+             helper.make_node("Sub", ["row", "stat"], ["centred"])]
+    np_t = helper.tensor_dtype_to_np_dtype(values_type)
+    feeds = [{"splits": _splits(ls).astype(helper.tensor_dtype_to_np_dtype(splits_type)),
+              "values": (np.arange(sum(ls) * 2).reshape(-1, 2) * 3 - 5).astype(np_t)}
+             for ls in ([2, 1, 3], [1], [4, 1, 1, 2])]
+    m, feeds = _rows_loop(nodes, "centred", [t("splits", splits_type, ["s"]), t("values", values_type, ["v", 2])],
+                          feeds, rows_dtype=values_type, row_rank=2, opset=18,
+                          initializer=[const("axis0t", np.array([0], helper.tensor_dtype_to_np_dtype(splits_type)))])
+    m.graph.node.insert(2, helper.make_node("Sub", ["n", "one_s"], ["n_rows"]))
+    m.graph.node[3].input[0] = "n_rows"
+    m.graph.initializer.append(const("one_s", np.int64(1)))
+    if values_type == onnx.TensorProto.BFLOAT16:
+        low, report = _lower(m)
+        assert not {"Loop", "Scan"} & set(ops_of(low))
+        ref, got = Executor(m, backend="reference"), Executor(low, backend="reference")
+        for f in feeds:
+            np.testing.assert_array_equal(got.run(f).outputs["flat"].astype(np.float32), ref.run(f).outputs["flat"].astype(np.float32))
+        return
+    _matches(m, feeds)
