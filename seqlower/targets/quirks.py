@@ -52,47 +52,44 @@ def _if_branch_facts(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
         inferred = infer_shapes(model, data_prop=True)
     except Exception:  # noqa: BLE001 - no inference, nothing proven
         return
-    for path, graph, _ in walk_graphs(inferred):
+    for path, node, then, other in _ifs(inferred):
+        for k, (a, b) in enumerate(zip(then.output, other.output)):
+            da, db = _dims(a), _dims(b)
+            if _differ(da, db):
+                where = describe_node(node.op_type, node.name, list(node.output))
+                yield where, path, (f"its branches give output {k} as {_show(da)} and {_show(db)}; "
+                                    "tract needs one shape from both (quirk if-branch-facts)")
+                break
+
+
+def _ifs(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto, onnx.GraphProto, onnx.GraphProto]]:
+    """Every If with both branches: (graph path, node, then branch, else branch)."""
+    for path, graph, _ in walk_graphs(model):
         for node in graph.node:
             if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
                 continue
             branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
-            if len(branches) != 2:
-                continue
-            then, other = branches["then_branch"], branches["else_branch"]
-            for k, (a, b) in enumerate(zip(then.output, other.output)):
-                da, db = _dims(a), _dims(b)
-                if _differ(da, db):
-                    where = describe_node(node.op_type, node.name, list(node.output))
-                    yield where, path, (f"its branches give output {k} as {_show(da)} and {_show(db)}; "
-                                        "tract needs one shape from both (quirk if-branch-facts)")
-                    break
+            if len(branches) == 2:
+                yield path, node, branches["then_branch"], branches["else_branch"]
 
 
 def _if_branch_growth(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """tract: an If where one branch passes an outer tensor through and the other
     concatenates to it or slices it (TorchScript's list append, insert or pop under an
     ``if``) gives two shapes, whatever inference can prove about the dims."""
-    for path, graph, _ in walk_graphs(model):
-        for node in graph.node:
-            if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+    for path, node, then, other in _ifs(model):
+        for k, (a, b) in enumerate(zip(then.output, other.output)):
+            for (pg, po), (og, oo) in (((then, a.name), (other, b.name)), ((other, b.name), (then, a.name))):
+                source = _passed_through(pg, po)
+                if source is not None and _resizes(og, oo, source):
+                    where = describe_node(node.op_type, node.name, list(node.output))
+                    yield where, path, (f"one branch passes '{source}' through as output {k} and the other "
+                                        "concatenates to it or slices it; tract needs one shape from both "
+                                        "(quirk if-branch-facts)")
+                    break
+            else:
                 continue
-            branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
-            if len(branches) != 2:
-                continue
-            then, other = branches["then_branch"], branches["else_branch"]
-            for k, (a, b) in enumerate(zip(then.output, other.output)):
-                for (pg, po), (og, oo) in (((then, a.name), (other, b.name)), ((other, b.name), (then, a.name))):
-                    source = _passed_through(pg, po)
-                    if source is not None and _resizes(og, oo, source):
-                        where = describe_node(node.op_type, node.name, list(node.output))
-                        yield where, path, (f"one branch passes '{source}' through as output {k} and the other "
-                                            "concatenates to it or slices it; tract needs one shape from both "
-                                            "(quirk if-branch-facts)")
-                        break
-                else:
-                    continue
-                break
+            break
 
 
 def _passed_through(graph: onnx.GraphProto, name: str) -> str | None:
