@@ -289,7 +289,15 @@ def skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     og.initializer.extend(t for t in g.initializer if t.name not in big_names)
     for t in big:
         if t.name not in inputs:
-            og.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            # (by hand: onnx.helper.make_tensor_value_info costs 10 us a weight, 0.2 s on
+            # a 40k-node model)
+            vi = og.input.add()
+            vi.name = t.name
+            tt = vi.type.tensor_type
+            tt.elem_type = t.data_type
+            dims = tt.shape.dim
+            for d in t.dims:
+                dims.add().dim_value = d
     return out
 
 
