@@ -8,7 +8,7 @@ pipeline, so they mix with onnxscript's and PyTorch's.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import onnx
@@ -47,9 +47,12 @@ class LowerReport:
         return not self.remaining
 
     def to_json(self) -> dict[str, Any]:
-        doc = {"tensor_only": self.tensor_only, **asdict(self)}
-        del doc["gaps"]  # reported with the target's name (seqlower lower's "target")
-        return doc
+        # Copies one level deep (the entries are flat dicts of strings), not asdict's
+        # recursive deep copy: 1.3 s for the 13,828 rewrites of 10,000 edits (profiled).
+        # The gaps are reported with the target's name (seqlower lower's "target").
+        return {"tensor_only": self.tensor_only, "rewrites": [dict(r) for r in self.rewrites],
+                "remaining": [dict(r) for r in self.remaining], "notes": list(self.notes),
+                "kept_loops": dict(self.kept_loops)}
 
 
 # Deeper subgraph nesting than this cannot be written and read back: protobuf's parser
