@@ -18,20 +18,19 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.passes._batched_map import _AXES_INPUT_SINCE
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 
-__all__ = ["PadReducedAxesPass", "REDUCTIONS"]
+__all__ = ["PadReducedAxesPass", "REDUCTIONS", "neutral_element"]
 
 # Reduction -> the element that leaves it unchanged ("low"/"high": the type's extremes).
 REDUCTIONS: dict[str, object] = {
     "ReduceSum": 0, "ReduceMean": 0, "ReduceL1": 0, "ReduceL2": 0, "ReduceSumSquare": 0, "ReduceLogSum": 0,
     "ReduceLogSumExp": "low", "ReduceMax": "low", "ReduceMin": "high", "ReduceProd": 1,
 }
-# (op, first opset where ``axes`` is an input rather than an attribute)
-_AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 
 class PadReducedAxesPass(ir.passes.InPlacePass):
@@ -39,7 +38,8 @@ class PadReducedAxesPass(ir.passes.InPlacePass):
         return rewrite_each_node(model, _pad)
 
 
-def _neutral(op: str, dtype: ir.DataType) -> np.ndarray | None:
+def neutral_element(op: str, dtype: ir.DataType) -> np.ndarray | None:
+    """The element that leaves reduction ``op`` of ``dtype`` unchanged; None if it has none."""
     kind = dtype.numpy()
     value = REDUCTIONS[op]
     if value == "low" or value == "high":
@@ -95,7 +95,7 @@ def _pad(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] |
         return None
     rank = x.shape.rank()
     axes = _axes(node, rank, scope.opset)
-    fill = _neutral(node.op_type, x.dtype)
+    fill = neutral_element(node.op_type, x.dtype)
     if not axes or fill is None:
         return None
     dims = x.shape.dims
@@ -114,7 +114,7 @@ def _pad(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] |
                         o.slice(shape, o.ints([a + 1]), o.ints([MAX_INT64]), [0], f"{base}_after")], 0, f"{base}_slab_dims")
         slab = o.op("Expand", [o.b.constant(fill, f"{base}_neutral"), one], f"{base}_neutral_slab", dtype=x.dtype)
         padded = o.concat([padded, slab], a, f"{base}_padded")
-    if node.op_type not in ("ReduceMean", "ReduceMax", "ReduceMin") or not (extreme or node.op_type == "ReduceMean"):
+    if not (extreme or node.op_type == "ReduceMean"):
         node.replace_input_with(0, padded)
         return node.op_type, "one neutral element along each axis that may be empty (tract)"
     keep = node.attributes.get("keepdims")

@@ -39,6 +39,7 @@ import onnx_ir as ir
 from seqlower.passes._batched_map import ELEMENTWISE, UNARY
 from seqlower.passes._rewrite import Scope, discard_subgraphs, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
+from seqlower.passes.pad_reduced_axes import neutral_element
 from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips
 from seqlower.builder import Builder, NameAuthority
 
@@ -175,9 +176,7 @@ class _Env:
             return self._gather(p, ins, name)
         if op == "NonZero" and isinstance(ins[0], Dense) and ins[0].rank == 1:
             mask = ins[0].value
-            nz = o.op("NonZero", [mask], name, dtype=INT64, shape=[2, None])
-            rows = o.op("Gather", [nz, o.scalar(0)], f"{name}_rows", dtype=INT64, shape=[None], axis=0)
-            flat = o.op("Gather", [nz, o.scalar(1)], f"{name}_cols", dtype=INT64, shape=[None], axis=0)
+            rows, flat = self._nonzero_pairs(mask, name)
             if mask.dtype is None:
                 raise _Cannot
             zero = o.b.constant(np.zeros((), mask.dtype.numpy()), f"{name}_zero")
@@ -310,15 +309,23 @@ class _Env:
     def _positions(self, lengths: ir.Value, name: str) -> tuple[ir.Value, ir.Value]:
         """Per value of a ragged result in order, its iteration and its place in that
         iteration's row: ``NonZero`` of ``j < length`` over ``[M, max length]``."""
+        return self._nonzero_pairs(self._inside(lengths, name)[1], name)
+
+    def _inside(self, lengths: ir.Value, name: str) -> tuple[ir.Value, ir.Value]:
+        """``j`` (``[1, longest]``) and the mask ``j < length`` (``[M, longest]``)."""
         o = self.o
         longest = o.b.reduce("ReduceMax", o.concat([lengths, o.ints([0])], 0, f"{name}_or_none"), [0], f"{name}_longest",
                              keepdims=False)
-        j = o.op("Range", [o.scalar(0), longest, o.scalar(1)], f"{name}_places", dtype=INT64, shape=[None])
-        mask = o.op("Less", [o.unsqueeze(j, [0], f"{name}_place"), o.unsqueeze(lengths, [1], f"{name}_length")],
-                    f"{name}_mask", dtype=ir.DataType.BOOL)
+        j = o.unsqueeze(o.op("Range", [o.scalar(0), longest, o.scalar(1)], f"{name}_places", dtype=INT64, shape=[None]),
+                        [0], f"{name}_place")
+        return j, o.op("Less", [j, o.unsqueeze(lengths, [1], f"{name}_length")], f"{name}_inside", dtype=ir.DataType.BOOL)
+
+    def _nonzero_pairs(self, mask: ir.Value, name: str) -> tuple[ir.Value, ir.Value]:
+        """The set places of a ``[M, w]`` mask in order: the row of each, its column."""
+        o = self.o
         nz = o.op("NonZero", [mask], f"{name}_nonzero", dtype=INT64, shape=[2, None])
-        rows = o.op("Gather", [nz, o.scalar(0)], f"{name}_row_of", dtype=INT64, shape=[None], axis=0)
-        cols = o.op("Gather", [nz, o.scalar(1)], f"{name}_place_in", dtype=INT64, shape=[None], axis=0)
+        rows = o.op("Gather", [nz, o.scalar(0)], f"{name}_rows", dtype=INT64, shape=[None], axis=0)
+        cols = o.op("Gather", [nz, o.scalar(1)], f"{name}_cols", dtype=INT64, shape=[None], axis=0)
         return rows, cols
 
     def _slice_by_rows(self, p: ir.Node, ins: list, name: str) -> Ragged:
@@ -384,9 +391,7 @@ class _Env:
         mask = o.op("Cast", [condition], f"{name}_mask", dtype=ir.DataType.BOOL, to=ir.DataType.BOOL)
         width = o.op("Gather", [o.shape(mask, f"{name}_mask_dims"), o.ints([1])], f"{name}_width", dtype=INT64, shape=[1], axis=0)
         kept = o.slice(data, o.ints([0]), width, [1], f"{name}_kept")
-        nz = o.op("NonZero", [mask], f"{name}_nonzero", dtype=INT64, shape=[2, None])
-        rows = o.op("Gather", [nz, o.scalar(0)], f"{name}_rows", dtype=INT64, shape=[None], axis=0)
-        cols = o.op("Gather", [nz, o.scalar(1)], f"{name}_cols", dtype=INT64, shape=[None], axis=0)
+        rows, cols = self._nonzero_pairs(mask, name)
         index = o.op("Add", [o.op("Mul", [rows, width], f"{name}_row_start", dtype=INT64), cols], f"{name}_index", dtype=INT64)
         flat = o.op("Gather", [o.reshape(kept, o.ints([-1]), f"{name}_all"), index], name, dtype=data.dtype, axis=0)
         lengths = o.b.reduce("ReduceSum", o.op("Cast", [mask], f"{name}_ones", dtype=INT64, to=INT64), [1],
@@ -446,19 +451,9 @@ class _Env:
         ragged_axis = r.pattern.index(None)
         if ragged_axis not in axes or any(r.pattern[a] == DIM for a in axes):
             raise _Cannot
-        kind = dtype.numpy()
-        floating = np.issubdtype(kind, np.floating) or dtype in (ir.DataType.BFLOAT16,)
-        if op == "ReduceMean" and not floating:
+        fill = neutral_element(op, dtype)
+        if fill is None or (op == "ReduceMean" and not dtype.is_floating_point()):
             raise _Cannot
-        if op in ("ReduceSum", "ReduceMean"):
-            fill = np.zeros((), kind)
-        elif floating:
-            fill = np.array(-np.inf if op == "ReduceMax" else np.inf).astype(kind)
-        else:
-            info = np.iinfo(kind) if np.issubdtype(kind, np.integer) else None
-            if info is None:
-                raise _Cannot
-            fill = np.array(info.min if op == "ReduceMax" else info.max, kind)
         inner = o.slice(o.shape(r.flat, f"{name}_dims"), o.ints([1]), o.ints([MAX_INT64]), [0], f"{name}_inner")
         filler = o.op("Expand", [o.b.constant(fill, f"{name}_fill"), o.concat([o.ints([1]), inner], 0, f"{name}_fill_dims")],
                       f"{name}_filler", dtype=dtype)
@@ -466,11 +461,7 @@ class _Env:
         nothing = o.op("Shape", [r.rows], f"{name}_k", dtype=INT64, shape=[1])
         starts = o.op("Sub", [o.op("CumSum", [r.lengths, o.scalar(0)], f"{name}_ends", dtype=INT64), r.lengths],
                       f"{name}_starts", dtype=INT64)
-        longest = o.b.reduce("ReduceMax", o.concat([r.lengths, o.ints([0])], 0, f"{name}_or_none"), [0], f"{name}_longest",
-                             keepdims=False)
-        j = o.unsqueeze(o.op("Range", [o.scalar(0), longest, o.scalar(1)], f"{name}_places", dtype=INT64, shape=[None]),
-                        [0], f"{name}_place")
-        inside = o.op("Less", [j, o.unsqueeze(r.lengths, [1], f"{name}_length")], f"{name}_inside", dtype=ir.DataType.BOOL)
+        j, inside = self._inside(r.lengths, name)
         index = o.op("Where", [inside, o.op("Add", [o.unsqueeze(starts, [1], f"{name}_start"), j], f"{name}_at", dtype=INT64),
                                o.reshape(nothing, o.ints([]), f"{name}_none")], f"{name}_index", dtype=INT64)
         padded = o.op("Gather", [values, index], f"{name}_padded", dtype=dtype, axis=0)
@@ -538,7 +529,8 @@ class _Env:
                 raise _Cannot
             units = [i for i, d in enumerate(v.pattern) if d == 1]
             return o.unsqueeze(v.flat, units, f"{name}_units") if units else v.flat
-        v = Dense(self.stacked(v, name), v.rank) if isinstance(v, Dense) else self._dense(v, name)
+        if not isinstance(v, Dense):
+            v = self._dense(v, name)
         if v.rank == 1:
             return o.reshape(v.value, o.ints([-1]), f"{name}_flat")
         if v.rank < 1:

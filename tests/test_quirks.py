@@ -158,7 +158,7 @@ def _tvm_shape_model(extra: list, source: str = "x") -> onnx.ModelProto:
                   helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
                   helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0), *extra,
                   helper.make_node("Reshape", ["x", "target"], ["y"])],
-                 [t("x", FLOAT, ["a", "b"])], [t("y", FLOAT, [None, None]), t("r", None or FLOAT, [None])],
+                 [t("x", FLOAT, ["a", "b"])], [t("y", FLOAT, [None, None]), t("r", FLOAT, [None])],
                  initializer=[const("zero", np.int64(0)), const("one", np.int64(1)), const("axes", np.array([0], np.int64)),
                               const("minus1", np.array([-1], np.int64))])
 

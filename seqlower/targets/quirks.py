@@ -78,10 +78,11 @@ def _if_branch_growth(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     concatenates to it or slices it (TorchScript's list append, insert or pop under an
     ``if``) gives two shapes, whatever inference can prove about the dims."""
     for path, node, then, other in _ifs(model):
+        made = {id(then): _producers(then), id(other): _producers(other)}
         for k, (a, b) in enumerate(zip(then.output, other.output)):
             for (pg, po), (og, oo) in (((then, a.name), (other, b.name)), ((other, b.name), (then, a.name))):
-                source = _passed_through(pg, po)
-                if source is not None and _resizes(og, oo, source):
+                source = _passed_through(pg, po, made[id(pg)])
+                if source is not None and _resizes(oo, source, made[id(og)]):
                     where = describe_node(node.op_type, node.name, list(node.output))
                     yield where, path, (f"one branch passes '{source}' through as output {k} and the other "
                                         "concatenates to it or slices it; tract needs one shape from both "
@@ -92,15 +93,17 @@ def _if_branch_growth(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
             break
 
 
-def _passed_through(graph: onnx.GraphProto, name: str) -> str | None:
-    made = {o: n for n in graph.node for o in n.output}
+def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    return {o: n for n in graph.node for o in n.output}
+
+
+def _passed_through(graph: onnx.GraphProto, name: str, made: dict[str, onnx.NodeProto]) -> str | None:
     while name in made and made[name].op_type == "Identity":
         name = made[name].input[0]
     return None if name in made or name in {i.name for i in graph.initializer} else name
 
 
-def _resizes(graph: onnx.GraphProto, name: str, source: str) -> bool:
-    made = {o: n for n in graph.node for o in n.output}
+def _resizes(name: str, source: str, made: dict[str, onnx.NodeProto]) -> bool:
     p = made.get(name)
     while p is not None and p.op_type == "Identity":
         p = made.get(p.input[0])
@@ -190,6 +193,11 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
     constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
     values = {i.name: i for i in graph.initializer}
     shape: dict[str, tuple[bool, bool]] = {}  # shape value -> (its dims are known, it is one prim dim)
+    first_reader: dict[str, onnx.NodeProto] = {}
+    positions = {id(n): k for k, n in enumerate(graph.node)}
+    for n in graph.node:
+        for x in n.input:
+            first_reader.setdefault(x, n)
     for node in graph.node:
         ins = list(node.input)
         where = describe_node(node.op_type, node.name, list(node.output))
@@ -197,9 +205,9 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
             continue
         if node.op_type in ("Shape", "Size"):
             if ins and ins[0] not in ranked and node.op_type == "Shape":
-                consumers = [n for n in graph.node if set(n.input) & set(node.output)]
-                if consumers:
-                    c = consumers[0]
+                readers = [first_reader[o] for o in node.output if o in first_reader]
+                if readers:
+                    c = min(readers, key=lambda r: positions[id(r)])
                     yield (describe_node(c.op_type, c.name, list(c.output)), "main",
                            f"it reads the shape of '{ins[0]}', whose rank is not known: TVM's frontend needs it "
                            "('requires a statically known input rank') (quirk shape-expr)")
