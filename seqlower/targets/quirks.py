@@ -78,11 +78,11 @@ def _if_branch_growth(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     concatenates to it or slices it (TorchScript's list append, insert or pop under an
     ``if``) gives two shapes, whatever inference can prove about the dims."""
     for path, node, then, other in _ifs(model):
-        made = {id(then): _producers(then), id(other): _producers(other)}
+        sides = [(then, _producers(then)), (other, _producers(other))]
         for k, (a, b) in enumerate(zip(then.output, other.output)):
-            for (pg, po), (og, oo) in (((then, a.name), (other, b.name)), ((other, b.name), (then, a.name))):
-                source = _passed_through(pg, po, made[id(pg)])
-                if source is not None and _resizes(oo, source, made[id(og)]):
+            for ((pg, pm), po), ((_, om), oo) in (((sides[0], a.name), (sides[1], b.name)), ((sides[1], b.name), (sides[0], a.name))):
+                source = _passed_through(pg, po, pm)
+                if source is not None and _resizes(oo, source, om):
                     where = describe_node(node.op_type, node.name, list(node.output))
                     yield where, path, (f"one branch passes '{source}' through as output {k} and the other "
                                         "concatenates to it or slices it; tract needs one shape from both "
@@ -193,11 +193,10 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
     constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
     values = {i.name: i for i in graph.initializer}
     shape: dict[str, tuple[bool, bool]] = {}  # shape value -> (its dims are known, it is one prim dim)
-    first_reader: dict[str, onnx.NodeProto] = {}
-    positions = {id(n): k for k, n in enumerate(graph.node)}
-    for n in graph.node:
+    first_reader: dict[str, tuple[int, onnx.NodeProto]] = {}  # (protobuf's node wrappers have no stable id)
+    for k, n in enumerate(graph.node):
         for x in n.input:
-            first_reader.setdefault(x, n)
+            first_reader.setdefault(x, (k, n))
     for node in graph.node:
         ins = list(node.input)
         where = describe_node(node.op_type, node.name, list(node.output))
@@ -207,7 +206,7 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
             if ins and ins[0] not in ranked and node.op_type == "Shape":
                 readers = [first_reader[o] for o in node.output if o in first_reader]
                 if readers:
-                    c = min(readers, key=lambda r: positions[id(r)])
+                    c = min(readers, key=lambda r: r[0])[1]
                     yield (describe_node(c.op_type, c.name, list(c.output)), "main",
                            f"it reads the shape of '{ins[0]}', whose rank is not known: TVM's frontend needs it "
                            "('requires a statically known input rank') (quirk shape-expr)")
