@@ -31,7 +31,9 @@ from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.nonzero_by_topk import NonZeroByTopKPass
 from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
+from seqlower.passes.positive_reduction_axes import PositiveReductionAxesPass
 from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
+from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
@@ -148,6 +150,8 @@ _OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
     ("range-step-sign", ClampRangeLimitsPass),
     ("reduce-empty-axis", PadReducedAxesPass),
     ("expand-zero-dim", FoldEmptyExpandsPass),
+    ("integer-division-by-zero", GuardIntegerDivisionPass),
+    ("reduce-negative-axis-empty", PositiveReductionAxesPass),
 ]
 
 

@@ -56,7 +56,9 @@ QUIRK_OPS = {
     "empty-constant-loop-state": "Loop", "loop-assumes-an-iteration": "Loop", "cumsum-reverse-default": "CumSum",
     "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant", "range-step-sign": "Range",
     "cumsum-exclusive-empty": "CumSum", "nonzero-layout": "NonZero",
-    "expand-zero-dim": "Expand",
+    "expand-zero-dim": "Expand", "integer-division-by-zero": ("Div", "Mod"),
+    "reduce-negative-axis-empty": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                                   "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin"),
     "reduce-empty-axis": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                           "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd"),
 }

@@ -293,12 +293,44 @@ def _tvm_dynamic_splits(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
                        "'Dynamic Split not yet supported' (quirk dynamic-split)")
 
 
+_REDUCING_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                           "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin"})
+
+
+def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """onnxruntime: a reduction with a negative ``axis``/``axes`` attribute over an input
+    whose rank onnx's inference does not know (passes/positive_reduction_axes.py counts
+    the others from the front); on an empty input it comes out unreduced."""
+    suspects = any(n.op_type in _REDUCING_OPS and any(a.name in ("axis", "axes") and (a.i < 0 or any(x < 0 for x in a.ints))
+                                                      for a in n.attribute)
+                   for _, g, _ in walk_graphs(model) for n in g.node)
+    if not suspects:
+        return
+    try:
+        inferred = infer_shapes(model)
+    except Exception:  # noqa: BLE001 - no rank known
+        inferred = model
+    for path, graph, _ in walk_graphs(inferred):
+        declared = [*graph.input, *graph.output, *getattr(graph, "value_info", [])]  # a function's are names
+        ranked = {v.name for v in declared if isinstance(v, onnx.ValueInfoProto) and _dims(v) is not None}
+        ranked |= {i.name for i in getattr(graph, "initializer", [])}
+        for node in graph.node:
+            if node.op_type not in _REDUCING_OPS or node.domain not in ("", "ai.onnx") or not node.input or node.input[0] in ranked:
+                continue
+            negative = [a for a in node.attribute if a.name in ("axis", "axes") and (a.i < 0 or any(x < 0 for x in a.ints))]
+            if negative:
+                yield (describe_node(node.op_type, node.name, list(node.output)), path,
+                       f"a negative axis over '{node.input[0]}', whose rank is not known: onnxruntime returns an empty "
+                       "input unreduced then (quirk reduce-negative-axis-empty)")
+
+
 # Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
     "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m)]),
     "data-dependent-shape": _data_dependent_shapes,
     "shape-expr": _tvm_shape_expressions,
     "dynamic-split": _tvm_dynamic_splits,
+    "reduce-negative-axis-empty": _negative_axes_of_unknown_rank,
 }
 
 
