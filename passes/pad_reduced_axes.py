@@ -1,5 +1,6 @@
 """Reductions over an axis that may be empty get one neutral element along it, for
-tract (quirk "reduce-empty-axis").
+tract (quirk "reduce-empty-axis"), and max and min for OpenVINO (quirk
+"reduce-extremes-finite": it gets them wrong the same way, and the others right).
 
 tract 0.23 panics (a division by zero in its reduce kernel: the process aborts) on
 ReduceSum, ReduceMean, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and
@@ -34,8 +35,25 @@ REDUCTIONS: dict[str, object] = {
 
 
 class PadReducedAxesPass(ir.passes.InPlacePass):
+    """``ops``: the reductions to pad; ``floats_only``: of floats only (OpenVINO gets only
+    its float max and min wrong; it reduces integers through float32, where int32's
+    extremes are not exact, so a padded integer axis would give wrong numbers there)."""
+
+    def __init__(self, ops: frozenset[str] = frozenset(REDUCTIONS), floats_only: bool = False) -> None:
+        super().__init__()
+        self.ops = ops
+        self.floats_only = floats_only
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        return rewrite_each_node(model, _pad)
+        def pad(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+            if node.op_type not in self.ops:
+                return None
+            x = node.inputs[0] if node.inputs else None
+            if self.floats_only and (x is None or x.dtype is None or not x.dtype.is_floating_point()):
+                return None
+            return _pad(node, scope, names)
+
+        return rewrite_each_node(model, pad)
 
 
 def neutral_element(op: str, dtype: ir.DataType) -> np.ndarray | None:
@@ -116,7 +134,7 @@ def _pad(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] |
         padded = o.concat([padded, slab], a, f"{base}_padded")
     if not (extreme or node.op_type == "ReduceMean"):
         node.replace_input_with(0, padded)
-        return node.op_type, "one neutral element along each axis that may be empty (tract)"
+        return node.op_type, "one neutral element along each axis that may be empty"
     keep = node.attributes.get("keepdims")
     keepdims = keep is None or keep.as_int() != 0
     if node.op_type == "ReduceMean":
@@ -126,7 +144,7 @@ def _pad(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] |
                                               dtype=INT64, shape=[len(axes)], axis=0), [0], f"{base}_n", keepdims=False)
         result = o.op("Div", [total, o.op("Cast", [count], f"{base}_count", dtype=x.dtype, to=x.dtype)], f"{base}_mean",
                       dtype=x.dtype)
-        how = "a mean as a sum with one neutral element along each axis that may be empty, over the count (tract)"
+        how = "a mean as a sum with one neutral element along each axis that may be empty, over the count"
     else:
         # Where every element is the extreme (or there was none), the extreme itself.
         reduced = o.b.reduce(node.op_type, padded, axes, f"{base}_reduced", keepdims=keepdims)
@@ -136,7 +154,7 @@ def _pad(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] |
         none = o.op("Equal", [o.b.reduce("ReduceSum", other, axes, f"{base}_count", keepdims=keepdims), o.scalar(0)],
                     f"{base}_only_extremes", dtype=ir.DataType.BOOL)
         result = o.op("Where", [none, neutral, reduced], f"{base}_exact", dtype=x.dtype)
-        how = "±inf where only ±inf (or nothing) is reduced, one neutral element along each axis that may be empty (tract)"
+        how = "±inf where only ±inf (or nothing) is reduced, one neutral element along each axis that may be empty"
     replace_output(node.outputs[0], result, scope, names, node, owned=True)
     scope.graph.remove(node, safe=True)
     return node.op_type, how

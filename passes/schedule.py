@@ -4,6 +4,8 @@ the API (``seqlower.lower``) and the CLI only build it from ``LowerOptions``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
 
 from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
@@ -31,6 +33,7 @@ from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.nonzero_by_topk import NonZeroByTopKPass
 from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
+from seqlower.passes.reductions_as_sums import ReductionsAsSumsPass
 from seqlower.passes.positive_reduction_axes import PositiveReductionAxesPass
 from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
@@ -140,7 +143,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
 # Quirks whose rewrite is one pass over every node of an op (regions.QUIRK_OPS says which
 # ops), in the order they run: the Slices a Split becomes and the CumSum of its run-time
 # bounds come before the passes that fix what onnx2torch reads wrong in them.
-_OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
+_OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("nonzero-layout", NonZeroByTopKPass),
     ("no-split-18", SplitToSlicesPass),
     ("no-allowzero", ReshapeWithoutAllowzeroPass),
@@ -148,7 +151,9 @@ _OP_QUIRK_REWRITES: list[tuple[str, type[ir.passes.PassBase]]] = [
     ("cumsum-exclusive-empty", InclusiveCumSumsPass),
     ("cumsum-reverse-default", SpellOutCumSumDirectionPass),
     ("range-step-sign", ClampRangeLimitsPass),
+    ("reduce-axes-attribute-ignored", ReductionsAsSumsPass),
     ("reduce-empty-axis", PadReducedAxesPass),
+    ("reduce-extremes-finite", lambda: PadReducedAxesPass(frozenset({"ReduceMax", "ReduceMin"}), floats_only=True)),
     ("expand-zero-dim", FoldEmptyExpandsPass),
     ("integer-division-by-zero", GuardIntegerDivisionPass),
     ("reduce-negative-axis-empty", PositiveReductionAxesPass),

@@ -57,6 +57,8 @@ QUIRK_OPS = {
     "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant", "range-step-sign": "Range",
     "cumsum-exclusive-empty": "CumSum", "nonzero-layout": "NonZero",
     "expand-zero-dim": "Expand", "integer-division-by-zero": ("Div", "Mod"),
+    "reduce-axes-attribute-ignored": ("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"),
+    "reduce-extremes-finite": ("ReduceMax", "ReduceMin"),
     "reduce-negative-axis-empty": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                                    "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin"),
     "reduce-empty-axis": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",

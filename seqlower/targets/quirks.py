@@ -324,6 +324,34 @@ def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str
                        "input unreduced then (quirk reduce-negative-axis-empty)")
 
 
+def _integer_log_reductions(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a ReduceLogSum/LogSumExp with an axes attribute at opsets 13-17 over
+    integers, which passes/reductions_as_sums.py cannot write as sums (no Log of
+    integers); float ones and every ReduceL1 it rewrites."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    ops = ("ReduceLogSum", "ReduceLogSumExp")
+    if not 13 <= opset < 18 or not any(n.op_type in ops for _, g, _ in walk_graphs(model) for n in g.node):
+        return
+    try:
+        inferred = infer_shapes(model)
+    except Exception:  # noqa: BLE001 - types as declared
+        inferred = model
+    for path, graph, _ in walk_graphs(inferred):
+        declared = [*graph.input, *graph.output, *getattr(graph, "value_info", [])]
+        floats = {v.name for v in declared if isinstance(v, onnx.ValueInfoProto)
+                  and v.type.tensor_type.elem_type in _FLOAT_TYPES}
+        floats |= {i.name for i in getattr(graph, "initializer", []) if i.data_type in _FLOAT_TYPES}
+        for node in graph.node:
+            if node.op_type in ops and node.domain in ("", "ai.onnx") and node.input and node.input[0] not in floats \
+                    and any(a.name == "axes" for a in node.attribute):
+                yield (describe_node(node.op_type, node.name, list(node.output)), path,
+                       "not known to reduce floats, so not written as a sum: OpenVINO ignores its axes attribute and "
+                       "reduces every axis (quirk reduce-axes-attribute-ignored)")
+
+
+_FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+
+
 # Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
     "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m)]),
@@ -331,6 +359,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "shape-expr": _tvm_shape_expressions,
     "dynamic-split": _tvm_dynamic_splits,
     "reduce-negative-axis-empty": _negative_axes_of_unknown_rank,
+    "reduce-axes-attribute-ignored": _integer_log_reductions,
 }
 
 

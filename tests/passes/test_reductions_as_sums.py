@@ -1,0 +1,162 @@
+"""OpenVINO quirks on reductions: "reduce-axes-attribute-ignored" (ReduceL1, ReduceLogSum
+and ReduceLogSumExp at opsets 13-17 written with ReduceSum: passes/reductions_as_sums.py)
+and "reduce-extremes-finite" (max and min padded and corrected: passes/pad_reduced_axes.py).
+OpenVINO's own wrong numbers first (when they are right, take the quirk off the
+profile), then each op, lowered for OpenVINO and run on it, against the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from seqlower import LowerOptions, load_model, lower_with_report
+from seqlower.executor import Executor
+from seqlower.model_io import to_proto
+from seqlower.targets import load_target, target_gaps
+from tests.helpers import FLOAT, INT64, model, ops_of, t
+
+
+def _reduce(op: str, axes: list[int], *, keepdims: int = 1, opset: int = 13, dtype: int = FLOAT,
+            dims=("n", "w")) -> onnx.ModelProto:
+    rank = len(dims)
+    out = [None] * (rank if keepdims else rank - len(axes))
+    return model([helper.make_node(op, ["x"], ["y"], axes=axes, keepdims=keepdims)], [t("x", dtype, list(dims))],
+                 [t("y", dtype, out)], opset=opset)
+
+
+def _lowered(m: onnx.ModelProto) -> onnx.ModelProto:
+    out, _ = lower_with_report(load_model(m), LowerOptions(target="openvino"))
+    low = to_proto(out)
+    onnx.checker.check_model(low, full_check=True)
+    return low
+
+
+def test_openvino_reduces_every_axis_where_the_attribute_names_one():
+    m = _reduce("ReduceLogSumExp", [1], keepdims=0)
+    x = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert Executor(m, backend="openvino").run(x).outputs["y"].shape == ()  # ONNX: (2,)
+    assert "reduce-axes-attribute-ignored" in dict(load_target("openvino").quirks)
+
+
+def test_openvino_gives_a_finite_max_of_nothing_and_of_minus_infinities():
+    m = model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1], keepdims=0)], [t("x", FLOAT, ["n", "w"])],
+              [t("y", FLOAT, [None])], opset=13)
+    ov = Executor(m, backend="openvino")
+    assert np.isfinite(ov.run({"x": np.zeros((2, 0), np.float32)}).outputs["y"]).all()
+    assert np.isfinite(ov.run({"x": np.full((2, 3), -np.inf, np.float32)}).outputs["y"]).all()
+    assert "reduce-extremes-finite" in dict(load_target("openvino").quirks)
+
+
+def _feeds(op: str, dtype=np.float32) -> list[np.ndarray]:
+    xs = [np.arange(12, dtype=dtype).reshape(3, 4) - 4, np.zeros((2, 0), dtype), np.zeros((0, 3), dtype)]
+    if np.dtype(dtype).kind == "f":
+        xs += [np.array([[-np.inf] * 3, [1, 2, -np.inf]], dtype), np.array([[np.inf, 1, 2], [100, 101, 102]], dtype)]
+    if op == "ReduceLogSum":
+        xs = [np.abs(x) + 1 for x in xs]
+    return xs
+
+
+def _compare(m: onnx.ModelProto, low: onnx.ModelProto, xs: list[np.ndarray]) -> None:
+    reference, ov = Executor(m, backend="reference"), Executor(low, backend="openvino")
+    for x in xs:
+        with np.errstate(all="ignore"):
+            want = reference.run({"x": x}).outputs["y"]
+        got = ov.run({"x": x}).outputs["y"]
+        assert got.shape == want.shape, (x, got.shape, want.shape)
+        node = m.graph.node[-1]
+        if node.op_type == "ReduceLogSumExp":
+            # The reference's max shift makes a row of only -inf NaN; log(sum(exp(-inf))) is -inf.
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            only_minus_inf = np.all(np.isneginf(x), axis=tuple(attrs["axes"]), keepdims=bool(attrs["keepdims"]))
+            want = np.where(only_minus_inf & np.isnan(want), -np.inf, want)
+        np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"{x}")
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceLogSum", "ReduceLogSumExp"])
+@pytest.mark.parametrize("axes", [[1], [0], [-1]])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("opset", [13, 17])
+def test_each_op_lowered_for_openvino_gives_onnx_numbers_on_openvino(op, axes, keepdims, opset):
+    m = _reduce(op, axes, keepdims=keepdims, opset=opset)
+    low = _lowered(m)
+    assert op not in ops_of(low) and "ReduceSum" in ops_of(low)
+    _compare(m, low, _feeds(op))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_other_float_types(dtype):
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    for op in ("ReduceLogSumExp", "ReduceL1"):
+        m = _reduce(op, [1], keepdims=0, dtype=elem)
+        low = _lowered(m)
+        x = (np.arange(6).reshape(2, 3) - 2).astype(dtype)
+        want = Executor(m, backend="reference").run({"x": x}).outputs["y"]
+        np.testing.assert_allclose(Executor(low, backend="openvino").run({"x": x}).outputs["y"], want, rtol=1e-3)
+
+
+def test_integer_l1_is_a_sum_and_integer_log_sums_are_named():
+    m = _reduce("ReduceL1", [1], dtype=INT64)
+    _compare(m, _lowered(m), _feeds("ReduceL1", np.int64))
+    logs = model([helper.make_node("ReduceLogSum", ["x"], ["y"], axes=[1])], [t("x", INT64, ["n", "w"])],
+                 [t("y", INT64, [None, None])], opset=13)
+    low = _lowered(logs)
+    gaps = target_gaps(low, load_target("openvino"))
+    assert len(gaps) == 1 and "reduce-axes-attribute-ignored" in gaps[0].why
+    assert target_gaps(_lowered(_reduce("ReduceLogSum", [1])), load_target("openvino")) == []
+
+
+def test_opsets_where_openvino_reads_the_axes_are_left_alone():
+    for opset in (11, 18):
+        m = _reduce("ReduceL1", [1], opset=opset) if opset < 18 else model(
+            [helper.make_node("ReduceL1", ["x", "axes"], ["y"])], [t("x", FLOAT, ["n", "w"])], [t("y", FLOAT, [None, None])],
+            initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")], opset=18)
+        assert "ReduceL1" in ops_of(_lowered(m))
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_max_and_min_lowered_for_openvino_keep_their_infinities_and_extremes(op, dtype, opset):
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    if opset < 18:
+        m = _reduce(op, [1], keepdims=0, dtype=elem, opset=opset)
+    else:
+        m = model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)], [t("x", elem, ["n", "w"])], [t("y", elem, [None])],
+                  initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")], opset=18)
+    low = _lowered(m)
+    xs = [x for x in _feeds(op, dtype)]
+    if np.dtype(dtype).kind == "f":
+        xs.append(np.array([[np.inf] * 3, [1, np.inf, -np.inf]], dtype))
+    if dtype == np.int64:
+        # OpenVINO computes int64 as int32 (quirk int64-as-int32): int64's extremes, the
+        # max and min of nothing, do not exist there.
+        xs = [x for x in xs if x.size]
+    if np.dtype(dtype).kind != "f":
+        assert ops_of(low) == [op]  # its integer reductions of nothing are right
+    reference, ov = Executor(m, backend="reference"), Executor(low, backend="openvino")
+    for x in xs:
+        want = reference.run({"x": x}).outputs["y"]
+        np.testing.assert_array_equal(ov.run({"x": x}).outputs["y"], want, err_msg=f"{x}")
+
+
+def test_openvino_reduces_integers_through_float32():
+    m = model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1], keepdims=0)], [t("x", INT64, ["n", "w"])],
+              [t("y", INT64, [None])], opset=13)
+    x = np.array([[2**24 + 1, 3]], np.int64)
+    assert Executor(m, backend="openvino").run({"x": x}).outputs["y"].tolist() == [2**24]
+    assert "integer-reductions-in-float32" in dict(load_target("openvino").quirks)
+
+
+def test_openvino_computes_int64_as_int32():
+    m = model([helper.make_node("Identity", ["x"], ["y"])], [t("x", INT64, ["n"])], [t("y", INT64, ["n"])])
+    got = Executor(m, backend="openvino").run({"x": np.array([2**31 - 1, 2**31, 2**32 + 3], np.int64)}).outputs["y"]
+    assert got.tolist() == [2**31 - 1, -2**31, 3]
+    assert "int64-as-int32" in dict(load_target("openvino").quirks)
+
+
+def test_sums_and_means_are_not_padded_for_openvino():
+    m = model([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], [t("x", FLOAT, ["n", "w"])],
+              [t("y", FLOAT, [None])], initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")], opset=13)
+    assert ops_of(_lowered(m)) == ["ReduceSum"]
