@@ -33,7 +33,7 @@ from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.nonzero_by_topk import NonZeroByTopKPass
 from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
-from seqlower.passes.reductions_as_sums import ReductionsAsSumsPass
+from seqlower.passes.reductions_as_sums import ONNX2TORCH, OPENVINO, ReductionsAsSumsPass
 from seqlower.passes.positive_reduction_axes import PositiveReductionAxesPass
 from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
@@ -151,7 +151,8 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("cumsum-exclusive-empty", InclusiveCumSumsPass),
     ("cumsum-reverse-default", SpellOutCumSumDirectionPass),
     ("range-step-sign", ClampRangeLimitsPass),
-    ("reduce-axes-attribute-ignored", ReductionsAsSumsPass),
+    ("reduce-axes-attribute-ignored", lambda: ReductionsAsSumsPass(OPENVINO)),
+    ("no-reduce-18", lambda: ReductionsAsSumsPass(ONNX2TORCH)),
     ("reduce-empty-axis", PadReducedAxesPass),
     ("reduce-extremes-finite", lambda: PadReducedAxesPass(frozenset({"ReduceMax", "ReduceMin"}), floats_only=True)),
     ("expand-zero-dim", FoldEmptyExpandsPass),

@@ -58,6 +58,7 @@ QUIRK_OPS = {
     "cumsum-exclusive-empty": "CumSum", "nonzero-layout": "NonZero",
     "expand-zero-dim": "Expand", "integer-division-by-zero": ("Div", "Mod"),
     "reduce-axes-attribute-ignored": ("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"),
+    "no-reduce-18": ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"),
     "reduce-extremes-finite": ("ReduceMax", "ReduceMin"),
     "reduce-negative-axis-empty": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
                                    "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin"),

@@ -349,6 +349,19 @@ def _integer_log_reductions(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
                        "reduces every axis (quirk reduce-axes-attribute-ignored)")
 
 
+def _reductions_from_18(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """onnx2torch: a reduction other than ReduceSum at opset 18 or later that
+    passes/reductions_as_sums.py left (max, min, product, log-sum-exp, integer means)."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 18:
+        return
+    for path, graph, _ in walk_graphs(model):
+        for node in graph.node:
+            if node.op_type in _REDUCING_OPS - {"ReduceSum", "ArgMax", "ArgMin"} and node.domain in ("", "ai.onnx"):
+                yield (describe_node(node.op_type, node.name, list(node.output)), path,
+                       f"onnx2torch has no {node.op_type} converter from opset 18 (quirk no-reduce-18)")
+
+
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
 
 
@@ -360,6 +373,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "dynamic-split": _tvm_dynamic_splits,
     "reduce-negative-axis-empty": _negative_axes_of_unknown_rank,
     "reduce-axes-attribute-ignored": _integer_log_reductions,
+    "no-reduce-18": _reductions_from_18,
 }
 
 

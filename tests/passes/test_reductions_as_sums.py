@@ -1,4 +1,5 @@
-"""OpenVINO quirks on reductions: "reduce-axes-attribute-ignored" (ReduceL1, ReduceLogSum
+"""onnx2torch quirk "no-reduce-18" (every reduction but ReduceSum written with ReduceSum
+from opset 18, or named) and OpenVINO quirks on reductions: "reduce-axes-attribute-ignored" (ReduceL1, ReduceLogSum
 and ReduceLogSumExp at opsets 13-17 written with ReduceSum: passes/reductions_as_sums.py)
 and "reduce-extremes-finite" (max and min padded and corrected: passes/pad_reduced_axes.py).
 OpenVINO's own wrong numbers first (when they are right, take the quirk off the
@@ -15,7 +16,7 @@ from seqlower import LowerOptions, load_model, lower_with_report
 from seqlower.executor import Executor
 from seqlower.model_io import to_proto
 from seqlower.targets import load_target, target_gaps
-from tests.helpers import FLOAT, INT64, model, ops_of, t
+from tests.helpers import FLOAT, INT64, lower_checked, model, ops_of, t
 
 
 def _reduce(op: str, axes: list[int], *, keepdims: int = 1, opset: int = 13, dtype: int = FLOAT,
@@ -160,3 +161,83 @@ def test_sums_and_means_are_not_padded_for_openvino():
     m = model([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], [t("x", FLOAT, ["n", "w"])],
               [t("y", FLOAT, [None])], initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")], opset=13)
     assert ops_of(_lowered(m)) == ["ReduceSum"]
+
+
+def _reduce_18(op: str, axes: list[int] | None, keepdims: int = 1, noop: int | None = None, dtype: int = FLOAT,
+               axes_input: bool = False) -> onnx.ModelProto:
+    inputs, inits, extra = ["x"], [], []
+    if axes_input:
+        inputs.append("axes")
+        extra.append(t("axes", INT64, [None]))
+    elif axes is not None:
+        inputs.append("axes")
+        inits.append(onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+    attrs = {"keepdims": keepdims, **({} if noop is None else {"noop_with_empty_axes": noop})}
+    reduced = 0 if keepdims or axes_input or (axes is None and noop) else 2 if axes is None else len({a % 2 for a in axes})
+    out = None if axes_input and not keepdims else [None] * (2 - reduced)
+    return model([helper.make_node(op, inputs, ["y"], **attrs)], [t("x", dtype, ["n", "w"]), *extra],
+                 [helper.make_tensor_value_info("y", dtype, out)], initializer=inits, opset=18)
+
+
+def _some_of_each(x: np.ndarray, axes: list[int] | None, noop: int | None) -> bool:
+    """No mean of nothing (undefined in ONNX: onnxruntime gives 0, the reference NaN)."""
+    reduced = [] if axes is None and noop else range(x.ndim) if axes is None else axes
+    return all(x.shape[a] > 0 for a in reduced)
+
+
+ONNX2TORCH_SUMS = ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"]
+XS = [np.arange(12, dtype=np.float32).reshape(3, 4) + 1, np.zeros((2, 0), np.float32), np.zeros((0, 3), np.float32)]
+
+
+@pytest.mark.parametrize("op", ONNX2TORCH_SUMS)
+@pytest.mark.parametrize("axes,noop", [([1], None), ([0], None), ([-1], None), (None, None), (None, 1), ([0, 1], None)])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_opset_18_reductions_lowered_for_onnx2torch_are_sums(op, axes, noop, keepdims):
+    m = _reduce_18(op, axes, keepdims, noop)
+    xs = [x for x in XS if op != "ReduceMean" or _some_of_each(x, axes, noop)]
+    # onnxruntime returns an empty input unreduced over a negative axis (its quirk
+    # reduce-negative-axis-empty, rewritten only for it): the reference alone there.
+    backends = ("reference",) if axes and min(axes) < 0 else ("reference", "onnxruntime")
+    with np.errstate(all="ignore"):
+        low, _ = lower_checked(m, inputs=[{"x": x} for x in xs], target="onnx2torch", backends=backends)
+    assert op not in ops_of(low) and "ReduceSum" in ops_of(low)
+
+
+def test_run_time_axes_and_integer_sums_for_onnx2torch():
+    m = _reduce_18("ReduceMean", None, 0, axes_input=True)
+    feeds = [{"x": XS[0], "axes": np.array(a, np.int64)} for a in ([1], [0, -1], [])]
+    low, _ = lower_checked(m, inputs=feeds, target="onnx2torch")
+    assert "ReduceMean" not in ops_of(low)
+    ints = _reduce_18("ReduceSumSquare", [1], dtype=INT64)
+    low, _ = lower_checked(ints, inputs=[{"x": np.arange(6, dtype=np.int64).reshape(2, 3) - 3}], target="onnx2torch")
+    assert ops_of(low) == ["Mul", "ReduceSum"]
+
+
+def test_what_no_sum_writes_is_named_for_onnx2torch():
+    for op, dtype in (("ReduceMax", FLOAT), ("ReduceProd", FLOAT), ("ReduceLogSumExp", FLOAT), ("ReduceMean", INT64)):
+        low = to_proto(lower_with_report(load_model(_reduce_18(op, [1], dtype=dtype)), LowerOptions(target="onnx2torch"))[0])
+        gaps = target_gaps(low, load_target("onnx2torch"))
+        assert len(gaps) == 1 and op in gaps[0].where and "no-reduce-18" in gaps[0].why, (op, gaps)
+    low = to_proto(lower_with_report(load_model(_reduce_18("ReduceMean", [1])), LowerOptions(target="onnx2torch"))[0])
+    assert target_gaps(low, load_target("onnx2torch")) == []
+
+
+def test_onnx2torch_itself_converts_the_sums_and_not_the_originals():
+    """Runs only where onnx2torch is installed (it is not a test dependency)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if importlib.util.find_spec("onnx2torch") is None:
+        pytest.skip("onnx2torch is not installed (not a test dependency)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    from runtimes import _stub_torchvision, run_onnx2torch
+
+    _stub_torchvision()
+    for op in ONNX2TORCH_SUMS:
+        m = _reduce_18(op, [1], 0)
+        with pytest.raises(Exception, match="not implemented"):
+            run_onnx2torch(m, {"x": XS[0]})
+        low = to_proto(lower_with_report(load_model(m), LowerOptions(target="onnx2torch"))[0])
+        want = Executor(m, backend="reference").run({"x": XS[0]}).outputs["y"]
+        np.testing.assert_allclose(np.asarray(run_onnx2torch(low, {"x": XS[0]})["y"]), want, rtol=1e-5)
