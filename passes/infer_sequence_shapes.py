@@ -25,7 +25,7 @@ import onnx_ir as ir
 from seqlower.inference import infer_shapes
 from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, const_position, is_default_domain, model_input_dims
-from seqlower.builder import concat_shape, merge_shapes
+from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.model_io import weightless_proto
 from seqlower.protos import innermost_type, subgraphs_of
@@ -95,15 +95,19 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
     def _settle(self, model: ir.Model) -> bool:
         # What seqlower adds (a concat's summed axis) feeds onnx's inference of the
         # tensor ops after it, so alternate until neither learns anything (bounded).
+        # After the first run, onnx's inference runs only on the nodes downstream of what
+        # the analysis wrote (_cone_proto): the rest of the model has nothing new to learn.
         modified = False
+        news: list[ir.Value] | None = None
         for _ in range(4):
-            changed = self._onnx_inference(model)
+            changed = self._onnx_inference(model, news)
             changed |= self._apply_analysis(model, analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy))
             modified |= changed
             if not changed or not self.news_for_onnx:
                 # Nothing the analysis wrote feeds what onnx infers (a shape only sequence
                 # ops read, which the analysis itself follows): another onnx run finds nothing.
                 break
+            news = list(self.news)
         return modified
 
     def _loop_invariant_elements(self, model: ir.Model) -> bool:
@@ -172,18 +176,23 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 candidates.append([bi, body.outputs[1 + k], shape])
         return candidates
 
-    def _onnx_inference(self, model: ir.Model) -> bool:
+    def _onnx_inference(self, model: ir.Model, news: list[ir.Value] | None = None) -> bool:
+        """onnx's inference on the model, or, given ``news`` (values whose shapes the
+        analysis just wrote), on the main-graph nodes downstream of them only."""
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
             _localize_outer_constants(proto)
             # No data propagation: it treats 2-D int64 tensors (our shapes rows) as 1-D
             # and infers wrong ranks for Reshapes they feed (a fuzzed program found it).
             return infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
 
+        cone = None if news is None else _cone_proto(model, news)
+        if news is not None and cone is not None and not cone.graph.node:
+            return False
         try:
             # Weights past 4 KiB go to onnx's inference as placeholders (it reads only
             # shapes, axes and sizes, a few numbers each), so a model over 2 GiB is
             # inferred too, and a model's weights are never copied for it.
-            inferred = infer(weightless_proto(model, keep_bytes=4096))
+            inferred = infer(cone if cone is not None else weightless_proto(model, keep_bytes=4096))
         except Exception as e:  # noqa: BLE001 - inference is best effort; the checker judges later
             logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
             return False
@@ -217,12 +226,14 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                             pairs.append((attr.as_graph(), subs[name].g))
                         elif attr.type == ir.AttributeType.GRAPHS:
                             pairs.extend(zip(attr.as_graphs(), subs[name].graphs))
-        for function in model.functions.values():
-            modified |= _infer_function(model, function, infer)
+        if cone is None:
+            for function in model.functions.values():
+                modified |= _infer_function(model, function, infer)
         return modified
 
     def _apply_analysis(self, model: ir.Model, analysis: Analysis) -> bool:
         self.news_for_onnx = False
+        self.news: list[ir.Value] = []
         modified = False
         for value, info in analysis.info.items():
             changed = False
@@ -235,10 +246,15 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 changed = True
             if changed:
                 modified = True
-                self.news_for_onnx |= _read_by_onnx(value, _SEQUENCE_READERS, model.graph)
+                self._note(value, _SEQUENCE_READERS, model.graph)
         for scope in walk_scopes(model):
             modified |= self._reads(scope.graph, scope, analysis, model.graph)
         return modified
+
+    def _note(self, value: ir.Value, followed: frozenset[str], main: ir.Graph) -> None:
+        if _read_by_onnx(value, followed, main):
+            self.news_for_onnx = True
+            self.news.append(value)
 
     def _reads(self, graph: ir.Graph | ir.Function, scope, analysis: Analysis, main: ir.Graph) -> bool:
         modified = False
@@ -268,10 +284,10 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 if out.type is None and info.dtype is not None:
                     out.type = ir.TensorType(info.dtype)
                     modified = True
-                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, main)
+                    self._note(out, _TENSOR_READERS, main)
                 if new != out.shape:
                     out.shape = new
-                    self.news_for_onnx |= _read_by_onnx(out, _TENSOR_READERS, main)
+                    self._note(out, _TENSOR_READERS, main)
                     modified = True
         return modified
 
@@ -283,14 +299,88 @@ _SEQUENCE_READERS = frozenset({"SequenceInsert", "SequenceErase", "SequenceLengt
 _TENSOR_READERS = frozenset({"SequenceInsert", "SequenceConstruct", "SplitToSequence"})
 
 
+_FOLLOWED = _SEQUENCE_READERS | _TENSOR_READERS
+_SMALL_BYTES = 4096
+
+
+def _cone_proto(model: ir.Model, news: list[ir.Value]) -> onnx.ModelProto | None:
+    """The main-graph nodes onnx's inference could learn something new for after the
+    analysis wrote the shapes of ``news``: their readers and what reads those, not
+    through the ops the analysis follows itself; with what they read as typed graph
+    inputs (constants and small initializers as such, for the values inference reads).
+    None when some news is in a subgraph or a function: the whole model is inferred."""
+    main = model.graph
+    if any(v.graph is not main for v in news):
+        return None
+    cone: set[ir.Node] = set()
+    stack = [u.node for v in news for u in v.uses() if _teaches(u, _FOLLOWED, v)]
+    while stack:
+        node = stack.pop()
+        if node in cone or (is_default_domain(node) and node.op_type in _FOLLOWED):
+            continue
+        if node.graph is not main:
+            return None  # read inside a subgraph: its owner is the node to infer
+        cone.add(node)
+        stack.extend(u.node for v in node.outputs for u in v.uses())
+    ordered = [n for n in main if n in cone]
+    produced = {v for n in ordered for v in n.outputs}
+    read: dict[ir.Value, None] = {}
+    for node in ordered:
+        for v in node.inputs:
+            if v is not None and v not in produced:
+                read[v] = None
+        for sub in subgraphs(node):
+            for inner in ir.traversal.RecursiveGraphIterator(sub):
+                for v in inner.inputs:
+                    if v is not None and v.graph is main and v not in produced:
+                        read[v] = None
+    graph = onnx.GraphProto(name=main.name or "cone")
+    for v in read:
+        producer = v.producer()
+        if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
+            graph.node.append(ir.serde.serialize_node(producer))
+        elif v.const_value is not None and v.const_value.nbytes <= _SMALL_BYTES and not isinstance(v.const_value, ir.ExternalTensor):
+            graph.initializer.append(ir.serde.serialize_tensor(v.const_value))
+            graph.initializer[-1].name = v.name or ""
+        elif v.type is None:
+            return None  # nothing to declare it by: the whole model is inferred
+        else:
+            graph.input.append(ir.serde.serialize_value(v))
+    graph.node.extend(ir.serde.serialize_node(n) for n in ordered)
+    # What is known of the cone's own values is declared, as a whole model's proto does
+    # (onnx starts from it); no graph outputs: onnx writes what it infers to value_info.
+    graph.value_info.extend(ir.serde.serialize_value(v) for n in ordered for v in n.outputs if v.name and v.type is not None)
+    proto = onnx.ModelProto(ir_version=model.ir_version, graph=graph)
+    proto.opset_import.extend(onnx.OperatorSetIdProto(domain=d, version=ver) for d, ver in model.opset_imports.items())
+    proto.functions.extend(ir.serde.serialize_function(f) for f in model.functions.values())
+    return proto
+
+
 def _read_by_onnx(v: ir.Value, followed: frozenset[str], main: ir.Graph) -> bool:
     """Whether a shape just written on ``v`` can teach onnx's inference something: ``v``
     is read by a node outside ``followed`` (ops the analysis follows itself) or inside a
     subgraph, or is a subgraph's output (its owner's output is inferred from it)."""
     if v.is_graph_output() and v.graph is not main:
         return True
-    return any(not is_default_domain(u.node) or u.node.op_type not in followed or u.node.graph is not v.graph
-               for u in v.uses())
+    return any(_teaches(u, followed, v) for u in v.uses())
+
+
+def _teaches(use: ir.Usage, followed: frozenset[str], v: ir.Value) -> bool:
+    """Whether onnx's inference of ``use``'s node may learn from ``v``'s new shape: not an
+    op the analysis follows, and not a SequenceMap whose body input already declares as
+    much (onnx types the body from the list's element shape, nothing else)."""
+    node = use.node
+    if node.graph is not v.graph:
+        return True
+    if not is_default_domain(node):
+        return True
+    if node.op_type in followed:
+        return False
+    if node.op_type == "SequenceMap" and "body" in node.attributes and v.shape is not None:
+        body_inputs = node.attributes["body"].as_graph().inputs
+        declared = body_inputs[use.idx].shape if use.idx < len(body_inputs) else None
+        return declared is None or not _at_least_as_precise(declared, v.shape)
+    return True
 
 
 def _declarable(shape: ir.Shape, anchored: frozenset[str]) -> ir.Shape:

@@ -124,3 +124,39 @@ def test_a_subgraph_reading_outer_constant_axes_gets_element_ranks():
     assert report.tensor_only
     # The model as given is untouched: the constants were copied for inference only.
     assert [n.op_type for n in m.graph.node[3].attribute[0].g.node].count("Constant") == 0
+
+
+def test_a_second_onnx_inference_runs_only_downstream_of_what_the_analysis_wrote(monkeypatch):
+    """Two split/map/concat blocks: the analysis gives each concat its shape, which the
+    next block's SplitToSequence (followed by the analysis) and the maps (their bodies
+    declare the element shape already) cannot learn from; only the Identity at the end
+    is inferred again, and the outcome is the one a whole-model inference gives."""
+    import seqlower.passes.infer_sequence_shapes as mod
+
+    body = helper.make_graph([helper.make_node("Relu", ["e"], ["o"])], "b", [t("e", FLOAT, [2, 3])], [t("o", FLOAT, [2, 3])])
+    nodes = []
+    prev = "x"
+    for k in range(2):
+        nodes += [helper.make_node("SplitToSequence", [prev, "two"], [f"s{k}"], axis=0),
+                  helper.make_node("SequenceMap", [f"s{k}"], [f"m{k}"], body=body),
+                  helper.make_node("ConcatFromSequence", [f"m{k}"], [f"y{k}"], axis=0)]
+        prev = f"y{k}"
+    nodes.append(helper.make_node("Identity", [prev], ["out"]))
+    m = model(nodes, [t("x", FLOAT, [4, 3])], [t("out", FLOAT, [None, 3])], initializer=[const("two", 2, np.int64)])
+    seen: list[list[str]] = []
+    real = mod.infer_shapes
+
+    def spy(proto, **kwargs):
+        seen.append([n.op_type for n in proto.graph.node])
+        return real(proto, **kwargs)
+
+    monkeypatch.setattr(mod, "infer_shapes", spy)
+    irm = ir.serde.deserialize_model(m)
+    InferSequenceShapesPass()(irm)
+    assert len(seen) == 2 and len(seen[0]) == len(nodes) and seen[1] == ["Identity"]
+    assert irm.graph.outputs[0].shape == ir.Shape([4, 3])
+    assert {v.name: v.shape for n in irm.graph for v in n.outputs}["y1"] == ir.Shape([4, 3])
+    monkeypatch.setattr(mod, "_cone_proto", lambda model, news: None)  # the whole model, every time
+    whole = ir.serde.deserialize_model(m)
+    InferSequenceShapesPass()(whole)
+    assert to_proto(whole).SerializeToString() == to_proto(irm).SerializeToString()
