@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from seqlower.inference import infer_shapes
 from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
-from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, const_position, is_default_domain, model_input_dims
+from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, keep_for_next_pass, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.model_io import weightless_proto
@@ -79,9 +79,13 @@ def refine_shape(old: ir.Shape | None, new: ir.Shape | None, anchored: frozenset
 class InferSequenceShapesPass(ir.passes.InPlacePass):
     """Types and shapes on every value; sequence values stay sequences."""
 
-    def __init__(self, keepdims_policy: str = "auto") -> None:
+    def __init__(self, keepdims_policy: str = "auto", leave_for: dict[str, object] | None = None) -> None:
+        """``leave_for``: the analysis parameters of a pass after this one (the fold's);
+        the analysis is then made with them and left for it (``keep_for_next_pass``)."""
         super().__init__()
         self.keepdims_policy = keepdims_policy
+        self.leave_for = leave_for
+        self.last: Analysis | None = None
 
     news_for_onnx = True
 
@@ -89,8 +93,22 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         modified = _reset_after_policy_squeezes(model, self.keepdims_policy)
         modified |= _forget_body_output_names(model)
         modified |= self._settle(model)
+        settled, self.last = self.last, None
         modified |= self._loop_invariant_elements(model)
+        if self.leave_for is not None and settled is not None and self.last is None:
+            # What the last analysis found is what the model now declares (the apply
+            # wrote it), and what an analysis reads of a value it typed is what it
+            # computed itself: a new one would find the same. Not after the Loop
+            # fixpoint, which re-settles and may restore shapes.
+            keep_for_next_pass(model, settled, **self.leave_for)
         return ir.passes.PassResult(model, modified)
+
+    def _analyze(self, model: ir.Model) -> Analysis:
+        # Only the decisions depend on the parameters (--max-unroll, packed...), and this
+        # pass reads none of them: analysed as the pass it leaves the analysis for.
+        params = self.leave_for or dict(max_unroll=0, keepdims_policy=self.keepdims_policy)
+        self.last = analyze(model, **params)
+        return self.last
 
     def _settle(self, model: ir.Model) -> bool:
         # What seqlower adds (a concat's summed axis) feeds onnx's inference of the
@@ -101,7 +119,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         news: list[ir.Value] | None = None
         for _ in range(4):
             changed = self._onnx_inference(model, news)
-            changed |= self._apply_analysis(model, analyze(model, max_unroll=0, keepdims_policy=self.keepdims_policy))
+            changed |= self._apply_analysis(model, self._analyze(model))
             modified |= changed
             if not changed or not self.news_for_onnx:
                 # Nothing the analysis wrote feeds what onnx infers (a shape only sequence

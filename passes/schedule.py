@@ -95,14 +95,15 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     # Without Loop, constant-trip Loops become straight-line code first, so that the
     # sequences they carry are static for the lowerings after.
     unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []
+    fold = FoldSequenceConstantsPass(options.keepdims_policy, options.max_unroll, options.packed)
     rounds = Rounds(
         wrap([
             *unroll,
             LowerOptionalsPass(),
-            InferSequenceShapesPass(options.keepdims_policy),
+            InferSequenceShapesPass(options.keepdims_policy, leave_for=fold.params),
             FoldStaticIfsPass(),
             FoldSequenceArgumentsPass(),
-            FoldSequenceConstantsPass(options.keepdims_policy, options.max_unroll, options.packed),
+            fold,
             *for_target,
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
             LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
@@ -189,11 +190,14 @@ class Rounds(ir.passes.InPlacePass):
 
     def _round(self, model: ir.Model) -> bool:
         """One round; an analysis a pass left for the next (``keep_for_next_pass``) goes
-        as soon as any pass changes the model."""
+        as soon as any pass changes the model, unless that pass left it (the inference
+        leaves the analysis it wrote the model's shapes from)."""
         modified = False
         for p in self.passes:
+            before = model.meta.get(ANALYSIS_STASH_KEY)
             if p(model).modified:
-                model.meta.pop(ANALYSIS_STASH_KEY, None)
+                if model.meta.get(ANALYSIS_STASH_KEY) is before:
+                    model.meta.pop(ANALYSIS_STASH_KEY, None)  # a pass that changed the model left none
                 modified = True
         return modified
 

@@ -110,15 +110,19 @@ def test_an_analysis_a_pass_changed_nothing_with_is_the_next_passes_and_no_furth
         calls.append(params)
         return real(model, **params)
 
+    import seqlower.passes.infer_sequence_shapes as inference_module
+
     monkeypatch.setattr(analysis_module, "analyze", counted)
+    monkeypatch.setattr(inference_module, "analyze", counted)
     m = load_model(_split_map_concat(False))
     passes = build_passes(LowerOptions())
     _run_passes(passes, m)
     lowering = dict(max_unroll=64, keepdims_policy="auto", packed=True, runtime_ranks=True)
-    # The fold folds nothing here: the Unrolled lowering after it reads the fold's analysis,
-    # so the first round makes one analysis with the lowering's parameters before it lowers.
+    # The inference analyses with the fold's parameters and leaves its analysis; the fold
+    # folds nothing here, so the Unrolled lowering after it reads the same one: the first
+    # round makes one analysis before it lowers (and the inference one onnx run).
     first_round = calls[: next(i for i, c in enumerate(calls) if c.get("runtime_ranks") is False)]
-    assert first_round.count(lowering) == 2  # the fold's (reused by Unrolled), then Packed's after Unrolled lowered
+    assert first_round == [lowering, lowering]  # the inference's (the fold's and Unrolled's), then Packed's
     assert analysis_module.ANALYSIS_STASH_KEY not in m.meta  # nothing outlives the rounds
 
 
