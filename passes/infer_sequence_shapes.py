@@ -115,12 +115,21 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         # tensor ops after it, so alternate until neither learns anything (bounded).
         # After the first run, onnx's inference runs only on the nodes downstream of what
         # the analysis wrote (_cone_proto): the rest of the model has nothing new to learn.
+        # A graph of list edits alone on typed tensors (no tensor op, no subgraph) is
+        # typed by the analysis itself: onnx's inference runs only if it left a value
+        # untyped.
         modified = False
         news: list[ir.Value] | None = None
+        analysis_only = _list_edits_only(model)
         for _ in range(4):
-            changed = self._onnx_inference(model, news)
+            changed = False if analysis_only else self._onnx_inference(model, news)
             changed |= self._apply_analysis(model, self._analyze(model))
             modified |= changed
+            if analysis_only:
+                if all(v.type is not None for node in model.graph for v in node.outputs):
+                    break
+                analysis_only = False
+                continue
             if not changed or not self.news_for_onnx:
                 # Nothing the analysis wrote feeds what onnx infers (a shape only sequence
                 # ops read, which the analysis itself follows): another onnx run finds nothing.
@@ -318,6 +327,25 @@ _TENSOR_READERS = frozenset({"SequenceInsert", "SequenceConstruct", "SplitToSequ
 
 
 _FOLLOWED = _SEQUENCE_READERS | _TENSOR_READERS
+# Ops whose every output the analysis types (sequences, and the tensors it reads out of
+# them), from typed inputs.
+_TYPED_BY_ANALYSIS = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
+                                "SplitToSequence", "ConcatFromSequence"})
+
+
+def _list_edits_only(model: ir.Model) -> bool:
+    """The main graph holds only ops the analysis types, on typed graph inputs and
+    initializers, and the model no function: onnx's inference would find nothing the
+    analysis does not."""
+    if model.functions:
+        return False
+    for node in model.graph:
+        if not is_default_domain(node) or node.op_type not in _TYPED_BY_ANALYSIS or node.attributes and any(
+                a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+            return False
+        if any(v is not None and v.type is None and v.producer() is None for v in node.inputs):
+            return False
+    return True
 _SMALL_BYTES = 4096
 
 

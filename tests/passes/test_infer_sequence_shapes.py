@@ -160,3 +160,39 @@ def test_a_second_onnx_inference_runs_only_downstream_of_what_the_analysis_wrote
     whole = ir.serde.deserialize_model(m)
     InferSequenceShapesPass()(whole)
     assert to_proto(whole).SerializeToString() == to_proto(irm).SerializeToString()
+
+
+def _edits(position_input: bool) -> onnx.ModelProto:
+    nodes = [helper.make_node("SplitToSequence", ["x", "one"], ["s0"], axis=0, keepdims=0),
+             helper.make_node("SequenceInsert", ["s0", "row", "zero"], ["s1"]),
+             helper.make_node("SequenceErase", ["s1", "minus_one"], ["s2"]),
+             helper.make_node("SequenceAt", ["s2", "p" if position_input else "zero"], ["first"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["cat"], axis=0, new_axis=1)]
+    inits = [const("one", 1, np.int64), const("zero", 0, np.int64), const("minus_one", -1, np.int64),
+             const("row", np.ones(3, np.float32))]
+    inputs = [t("x", FLOAT, [4, 3])] + ([t("p", onnx.TensorProto.INT64, [])] if position_input else [])
+    return model(nodes, inputs, [t("first", FLOAT, [None]), t("cat", FLOAT, [None, None])], initializer=inits)
+
+
+def test_list_edits_alone_are_typed_by_the_analysis_without_onnx(monkeypatch):
+    """SplitToSequence, inserts, erases, reads at constant positions and a concat on typed
+    inputs: the analysis types every value, exactly as with onnx's inference; a read at a
+    run-time position leaves a value it cannot type, and onnx's inference runs then."""
+    import seqlower.passes.infer_sequence_shapes as mod
+
+    runs: list[int] = []
+    real = mod.infer_shapes
+    monkeypatch.setattr(mod, "infer_shapes", lambda proto, **kw: runs.append(len(proto.graph.node)) or real(proto, **kw))
+    fast = ir.serde.deserialize_model(_edits(False))
+    InferSequenceShapesPass()(fast)
+    assert runs == []
+    shapes = {v.name: v.shape for n in fast.graph for v in n.outputs}
+    assert shapes["first"] == ir.Shape([3]) and shapes["cat"] == ir.Shape([4, 3])
+    monkeypatch.setattr(mod, "_list_edits_only", lambda model: False)
+    whole = ir.serde.deserialize_model(_edits(False))
+    InferSequenceShapesPass()(whole)
+    assert to_proto(whole).SerializeToString() == to_proto(fast).SerializeToString()
+    monkeypatch.undo()
+    monkeypatch.setattr(mod, "infer_shapes", lambda proto, **kw: runs.append(len(proto.graph.node)) or real(proto, **kw))
+    InferSequenceShapesPass()(ir.serde.deserialize_model(_edits(True)))
+    assert runs and runs[0] == 5
