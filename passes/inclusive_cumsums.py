@@ -20,7 +20,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
-from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
+from seqlower.passes._tensor_ops import MAX_INT64, Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 

@@ -60,6 +60,16 @@ def body(nodes, inputs, outputs, initializer=()) -> onnx.GraphProto:
     return helper.make_graph(nodes, "body", inputs, outputs, initializer=list(initializer))
 
 
+def lowered_for(m: onnx.ModelProto, target: str) -> onnx.ModelProto:
+    """``m`` lowered for ``target`` (no other option), held to onnx's full checker."""
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.model_io import to_proto
+
+    low = to_proto(lower_with_report(load_model(m), LowerOptions(target=target))[0])
+    onnx.checker.check_model(low, full_check=True)
+    return low
+
+
 def lower_checked(
     m: onnx.ModelProto,
     *,

@@ -297,6 +297,22 @@ _REDUCING_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "R
                            "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin"})
 
 
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _typed_graphs(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.GraphProto | onnx.FunctionProto, list[onnx.ValueInfoProto]]]:
+    """(path, graph, the value infos onnx's inference gives it) for every graph, the
+    model's own declarations where inference fails (a function's inputs are names)."""
+    try:
+        inferred = infer_shapes(model)
+    except Exception:  # noqa: BLE001 - what the model declares
+        inferred = model
+    for path, graph, _ in walk_graphs(inferred):
+        declared = [*graph.input, *graph.output, *getattr(graph, "value_info", [])]
+        yield path, graph, [v for v in declared if isinstance(v, onnx.ValueInfoProto)]
+
+
 def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """onnxruntime: a reduction with a negative ``axis``/``axes`` attribute over an input
     whose rank onnx's inference does not know (passes/positive_reduction_axes.py counts
@@ -306,13 +322,8 @@ def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str
                    for _, g, _ in walk_graphs(model) for n in g.node)
     if not suspects:
         return
-    try:
-        inferred = infer_shapes(model)
-    except Exception:  # noqa: BLE001 - no rank known
-        inferred = model
-    for path, graph, _ in walk_graphs(inferred):
-        declared = [*graph.input, *graph.output, *getattr(graph, "value_info", [])]  # a function's are names
-        ranked = {v.name for v in declared if isinstance(v, onnx.ValueInfoProto) and _dims(v) is not None}
+    for path, graph, declared in _typed_graphs(model):
+        ranked = {v.name for v in declared if _dims(v) is not None}
         ranked |= {i.name for i in getattr(graph, "initializer", [])}
         for node in graph.node:
             if node.op_type not in _REDUCING_OPS or node.domain not in ("", "ai.onnx") or not node.input or node.input[0] in ranked:
@@ -328,18 +339,11 @@ def _integer_log_reductions(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
     """OpenVINO: a ReduceLogSum/LogSumExp with an axes attribute at opsets 13-17 over
     integers, which passes/reductions_as_sums.py cannot write as sums (no Log of
     integers); float ones and every ReduceL1 it rewrites."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     ops = ("ReduceLogSum", "ReduceLogSumExp")
-    if not 13 <= opset < 18 or not any(n.op_type in ops for _, g, _ in walk_graphs(model) for n in g.node):
+    if not 13 <= _opset(model) < 18 or not any(n.op_type in ops for _, g, _ in walk_graphs(model) for n in g.node):
         return
-    try:
-        inferred = infer_shapes(model)
-    except Exception:  # noqa: BLE001 - types as declared
-        inferred = model
-    for path, graph, _ in walk_graphs(inferred):
-        declared = [*graph.input, *graph.output, *getattr(graph, "value_info", [])]
-        floats = {v.name for v in declared if isinstance(v, onnx.ValueInfoProto)
-                  and v.type.tensor_type.elem_type in _FLOAT_TYPES}
+    for path, graph, declared in _typed_graphs(model):
+        floats = {v.name for v in declared if v.type.tensor_type.elem_type in _FLOAT_TYPES}
         floats |= {i.name for i in getattr(graph, "initializer", []) if i.data_type in _FLOAT_TYPES}
         for node in graph.node:
             if node.op_type in ops and node.domain in ("", "ai.onnx") and node.input and node.input[0] not in floats \
@@ -352,8 +356,7 @@ def _integer_log_reductions(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
 def _reductions_from_18(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """onnx2torch: a reduction other than ReduceSum at opset 18 or later that
     passes/reductions_as_sums.py left (max, min, product, log-sum-exp, integer means)."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if opset < 18:
+    if _opset(model) < 18:
         return
     for path, graph, _ in walk_graphs(model):
         for node in graph.node:

@@ -11,11 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from seqlower import LowerOptions, load_model, lower_with_report
 from seqlower.executor import Executor
-from seqlower.model_io import to_proto
 from seqlower.targets import load_target
-from tests.helpers import const, model, ops_of, t
+from tests.helpers import const, lowered_for, model, ops_of, t
 
 DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 
@@ -33,10 +31,7 @@ def _binary(op: str, dtype=np.int64, opset: int = 17, divisor=None, **attrs) -> 
 
 
 def _lowered(m: onnx.ModelProto) -> onnx.ModelProto:
-    out, _ = lower_with_report(load_model(m), LowerOptions(target="onnxruntime"))
-    low = to_proto(out)
-    onnx.checker.check_model(low, full_check=True)
-    return low
+    return lowered_for(m, "onnxruntime")
 
 
 def test_onnxruntime_raises_on_an_empty_dividend_over_zero():

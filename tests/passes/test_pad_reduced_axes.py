@@ -10,13 +10,13 @@ import onnx
 import pytest
 from onnx import helper
 
-from seqlower import LowerOptions, load_model, lower_with_report
+from seqlower import LowerOptions
 from seqlower.executor import Executor
 from seqlower.model_io import to_proto
 from seqlower.passes.pad_reduced_axes import REDUCTIONS
 from seqlower.pipeline import lower_proto_with_report
 from seqlower.targets import load_target
-from tests.helpers import FLOAT, INT64, const, model, ops_of, t
+from tests.helpers import FLOAT, INT64, const, lowered_for, model, ops_of, t
 
 
 def _reduce(op: str, axes: list[int] | None, *, keepdims: int = 0, opset: int = 18, dtype: int = FLOAT,
@@ -34,10 +34,7 @@ def _reduce(op: str, axes: list[int] | None, *, keepdims: int = 0, opset: int = 
 
 
 def _lowered(m: onnx.ModelProto) -> onnx.ModelProto:
-    out, _ = lower_with_report(load_model(m), LowerOptions(target="tract"))
-    low = to_proto(out)
-    onnx.checker.check_model(low, full_check=True)
-    return low
+    return lowered_for(m, "tract")
 
 
 def test_tract_panics_on_a_sum_over_an_empty_last_axis_and_misreads_an_empty_max():

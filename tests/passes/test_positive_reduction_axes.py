@@ -11,12 +11,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from seqlower import LowerOptions, load_model, lower_with_report
 from seqlower.executor import Executor
-from seqlower.model_io import to_proto
 from seqlower.passes.pad_reduced_axes import REDUCTIONS
 from seqlower.targets import load_target, target_gaps
-from tests.helpers import FLOAT, INT64, const, model, ops_of, t
+from tests.helpers import FLOAT, INT64, const, lowered_for, model, ops_of, t
 
 
 def _reduce(op: str, axes, *, keepdims: int = 1, opset: int = 18, dims=("n", "w", "c"), axes_input: str | None = None,
@@ -47,10 +45,7 @@ def _reduce(op: str, axes, *, keepdims: int = 1, opset: int = 18, dims=("n", "w"
 
 
 def _lowered(m: onnx.ModelProto) -> onnx.ModelProto:
-    out, _ = lower_with_report(load_model(m), LowerOptions(target="onnxruntime"))
-    low = to_proto(out)
-    onnx.checker.check_model(low, full_check=True)
-    return low
+    return lowered_for(m, "onnxruntime")
 
 
 def test_onnxruntime_returns_an_empty_input_unreduced_over_a_negative_axis():

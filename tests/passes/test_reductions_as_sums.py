@@ -12,11 +12,9 @@ import onnx
 import pytest
 from onnx import helper
 
-from seqlower import LowerOptions, load_model, lower_with_report
 from seqlower.executor import Executor
-from seqlower.model_io import to_proto
 from seqlower.targets import load_target, target_gaps
-from tests.helpers import FLOAT, INT64, lower_checked, model, ops_of, t
+from tests.helpers import FLOAT, INT64, lower_checked, lowered_for, model, ops_of, t
 
 
 def _reduce(op: str, axes: list[int], *, keepdims: int = 1, opset: int = 13, dtype: int = FLOAT,
@@ -28,10 +26,7 @@ def _reduce(op: str, axes: list[int], *, keepdims: int = 1, opset: int = 13, dty
 
 
 def _lowered(m: onnx.ModelProto) -> onnx.ModelProto:
-    out, _ = lower_with_report(load_model(m), LowerOptions(target="openvino"))
-    low = to_proto(out)
-    onnx.checker.check_model(low, full_check=True)
-    return low
+    return lowered_for(m, "openvino")
 
 
 def test_openvino_reduces_every_axis_where_the_attribute_names_one():
@@ -215,10 +210,10 @@ def test_run_time_axes_and_integer_sums_for_onnx2torch():
 
 def test_what_no_sum_writes_is_named_for_onnx2torch():
     for op, dtype in (("ReduceMax", FLOAT), ("ReduceProd", FLOAT), ("ReduceLogSumExp", FLOAT), ("ReduceMean", INT64)):
-        low = to_proto(lower_with_report(load_model(_reduce_18(op, [1], dtype=dtype)), LowerOptions(target="onnx2torch"))[0])
+        low = lowered_for(_reduce_18(op, [1], dtype=dtype), "onnx2torch")
         gaps = target_gaps(low, load_target("onnx2torch"))
         assert len(gaps) == 1 and op in gaps[0].where and "no-reduce-18" in gaps[0].why, (op, gaps)
-    low = to_proto(lower_with_report(load_model(_reduce_18("ReduceMean", [1])), LowerOptions(target="onnx2torch"))[0])
+    low = lowered_for(_reduce_18("ReduceMean", [1]), "onnx2torch")
     assert target_gaps(low, load_target("onnx2torch")) == []
 
 
@@ -238,6 +233,6 @@ def test_onnx2torch_itself_converts_the_sums_and_not_the_originals():
         m = _reduce_18(op, [1], 0)
         with pytest.raises(Exception, match="not implemented"):
             run_onnx2torch(m, {"x": XS[0]})
-        low = to_proto(lower_with_report(load_model(m), LowerOptions(target="onnx2torch"))[0])
+        low = lowered_for(m, "onnx2torch")
         want = Executor(m, backend="reference").run({"x": XS[0]}).outputs["y"]
         np.testing.assert_allclose(np.asarray(run_onnx2torch(low, {"x": XS[0]})["y"]), want, rtol=1e-5)
