@@ -29,6 +29,34 @@ __all__ = ["FoldSequenceConstantsPass", "reverse_sequence"]
 logger = logging.getLogger(__name__)
 
 
+# Where a tensor read out of a list flows without the analysis reading its value: into a
+# list as an element (the analysis took the element's constant from the read), or into
+# tensor ops it does not look into. Control flow and positions read constants anew.
+_ELEMENT_SLOTS = {"SequenceInsert": (1,), "SequenceConstruct": None}
+_READS_CONSTANTS = frozenset({"Loop", "If", "Scan", "SequenceMap", "SequenceAt", "SequenceInsert", "SequenceErase",
+                              "SplitToSequence", "ConcatFromSequence", "SequenceLength", "SequenceEmpty", "ReverseSequence"})
+
+
+def _still_holds(node: ir.Node, value: np.ndarray, analysis: Analysis) -> bool:
+    """Whether ``analysis`` still describes the model once ``node`` is folded to
+    ``value``: a SequenceAt whose constant the analysis knew (``consts_of``), read only
+    where the analysis uses that constant as it is. Removing a read at a constant
+    position changes no list and no decision."""
+    out = node.outputs[0]
+    if node.op_type != "SequenceAt" or analysis.consts_of.get(out) is not value:
+        return False
+    for use in out.uses():
+        reader = use.node
+        if not is_default_domain(reader):
+            return False
+        slots = _ELEMENT_SLOTS.get(reader.op_type, ())
+        if slots is None or use.idx in (slots or ()):
+            continue
+        if reader.op_type in _READS_CONSTANTS or reader.graph is not node.graph:
+            return False
+    return True
+
+
 def reverse_sequence(x: np.ndarray, lens: np.ndarray, batch_axis: int, time_axis: int, where: str) -> np.ndarray:
     """ReverseSequence in numpy (SEMANTICS.md): row b's first lens[b] steps reversed."""
     if x.ndim < 2:
@@ -67,10 +95,11 @@ class FoldSequenceConstantsPass(ir.passes.InPlacePass):
         analysis = analyze_reusing(model, **self.params)
         names = NameAuthority(model)
         records: list[dict[str, str]] = []
+        self.analysis_holds = True
         for scope in walk_scopes(model):
             self._graph(scope, analysis, names, records)
         model.meta.setdefault(REPORT_KEY, []).extend(records)
-        if not records:
+        if self.analysis_holds:
             keep_for_next_pass(model, analysis, **self.params)
         return ir.passes.PassResult(model, bool(records))
 
@@ -85,6 +114,7 @@ class FoldSequenceConstantsPass(ir.passes.InPlacePass):
             if value is None:
                 continue
             out = node.outputs[0]
+            self.analysis_holds &= _still_holds(node, value, analysis)
             b = scope.builder(node, names)
             new = b.constant(value, out.name or "folded")
             replace_output(out, new, scope, names, node, owned=not scope.main)

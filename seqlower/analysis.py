@@ -111,6 +111,11 @@ class _Analyzer(ControlFlow, Chooser):
         # not one block per round of onnx inference.
         self.tensor_shapes: dict[ir.Value, ir.Shape] = {}
 
+    def _const(self, v: ir.Value) -> np.ndarray | None:
+        """An element's constant: its own, or the one it was read as out of a list."""
+        known = self.result.consts_of.get(v)
+        return known if known is not None else const_array(v)
+
     def _shape(self, v: ir.Value | None) -> ir.Shape | None:
         declared = _shape_of(v)
         known = self.tensor_shapes.get(v) if v is not None else None
@@ -245,7 +250,7 @@ class _Analyzer(ControlFlow, Chooser):
         if len(dtypes) > 1:
             raise ModelError(f"{node_label(node)}: inputs have different dtypes {sorted(d.name for d in dtypes)}")
         info = SeqInfo.of_elements(
-            next(iter(dtypes), None), [self._shape(v) for v in node.inputs], [const_array(v) for v in node.inputs]
+            next(iter(dtypes), None), [self._shape(v) for v in node.inputs], [self._const(v) for v in node.inputs]
         )
         self._set(node.outputs[0], info, label)
 
@@ -354,7 +359,7 @@ class _Analyzer(ControlFlow, Chooser):
         consts = list(s.consts or ())
         new = self._shape(t)
         shapes.insert(p, new)
-        consts.insert(p, const_array(t))
+        consts.insert(p, self._const(t))
         if s.uniform and n > 0 and new == s.elem_shape:
             # Every element had this one known shape and the new one has it too: no merge
             # over the whole list (10,000 edits of a 70-row list were 10,000 such merges).
@@ -407,8 +412,11 @@ class _Analyzer(ControlFlow, Chooser):
             n = s.length
             if not -n <= pos < n:
                 self._fail(node, f"position {pos} is out of range [-{n}, {n - 1}] for a sequence of length {n}")
-            elif s.shapes is not None and s.shapes[pos] is not None:
-                self.tensor_shapes[node.outputs[0]] = s.shapes[pos]
+            else:
+                if s.shapes is not None and s.shapes[pos] is not None:
+                    self.tensor_shapes[node.outputs[0]] = s.shapes[pos]
+                if s.consts is not None and s.consts[pos] is not None:
+                    self.result.consts_of[node.outputs[0]] = s.consts[pos]
 
     def _t_SequenceLength(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 1)

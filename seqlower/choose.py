@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 import onnx_ir as ir
 
 from seqlower import ops
@@ -79,6 +80,9 @@ class Analysis:
     # Ragged ones' varying axis and element shape (None along that axis).
     stacked_shape: dict[ir.Value, ir.Shape] = field(default_factory=dict)
     ragged: dict[ir.Value, tuple[int, ir.Shape]] = field(default_factory=dict)
+    # Tensors read at a constant position out of a list whose element there is a constant:
+    # that constant (what the fold replaces them with; passes/fold_sequence_constants.py).
+    consts_of: dict[ir.Value, np.ndarray] = field(default_factory=dict)
     max_unroll: int = 64  # the --max-unroll the decisions were made with
 
     def unrolled(self, v: ir.Value | None) -> bool:

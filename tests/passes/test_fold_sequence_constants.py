@@ -73,3 +73,58 @@ def test_reverse_sequence_numpy_matches_the_spec_and_rejects_bad_lengths():
     assert out.tolist() == [["c", "b", "a"], ["d", "e", "f"]]
     with pytest.raises(ModelError, match="sequence_lens\\[1\\] = 4 is out of range"):
         reverse_sequence(x, np.array([0, 4], np.int64), 0, 1, "n")
+
+
+def _moved_constant_rows(read_into: str) -> "onnx.ModelProto":
+    """Rows of x with a constant row inserted, read back at a constant position (the fold
+    folds that read) and put into the list again (``element``) or carried by a Loop
+    (``loop``)."""
+    nodes = [helper.make_node("SplitToSequence", ["x", "one"], ["s0"], axis=0),
+             helper.make_node("SequenceInsert", ["s0", "row", "zero"], ["s1"]),
+             helper.make_node("SequenceAt", ["s1", "zero"], ["read"])]
+    if read_into == "element":
+        nodes += [helper.make_node("SequenceInsert", ["s1", "read"], ["s2"]),
+                  helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=0)]
+    else:
+        body = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Identity", ["acc"], ["acc_out"])],
+                                 "b", [t("i", INT64, []), t("c", helper.TensorProto.BOOL, []), t("acc", FLOAT, [None, 3])],
+                                 [t("c_out", helper.TensorProto.BOOL, []), t("acc_out", FLOAT, [None, 3])])
+        nodes += [helper.make_node("Loop", ["one", "", "read"], ["y"], body=body)]
+    row = np.ones((1, 3), np.float32)
+    return model(nodes, [t("x", FLOAT, [4, 3])], [t("y", FLOAT, [None, 3])],
+                 initializer=[const("one", 1, np.int64), const("zero", 0, np.int64), const("row", row)])
+
+
+def test_a_fold_of_reads_the_analysis_knew_leaves_its_analysis_to_the_lowering(monkeypatch):
+    """The fold replaces a read of a constant element by the constant; put back into a
+    list, it is what the analysis counted as that element, so the Unrolled lowering
+    after the fold uses the fold's analysis: the same model comes out, one analysis
+    less. Carried by a Loop (whose transfer reads constants anew), it is analysed anew."""
+    import seqlower.passes.fold_sequence_constants as fold_module
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.analysis import ANALYSIS_STASH_KEY
+    from seqlower.model_io import to_proto
+
+    m = _moved_constant_rows("element")
+    irm, result = _run(m)
+    assert result.modified and "SequenceAt" not in ops_of(to_proto(irm))
+    assert ANALYSIS_STASH_KEY in irm.meta
+    low, _ = lower_checked(m, inputs=[{"x": np.arange(12, dtype=np.float32).reshape(4, 3)}])
+    monkeypatch.setattr(fold_module, "_still_holds", lambda *a: False)
+    fresh = to_proto(lower_with_report(load_model(m), LowerOptions())[0])
+    assert fresh.SerializeToString() == low.SerializeToString()
+    monkeypatch.undo()
+    int_rows = model([helper.make_node("SplitToSequence", ["x", "one"], ["s0"], axis=0),
+                      helper.make_node("SequenceInsert", ["s0", "row", "zero"], ["s1"]),
+                      helper.make_node("SequenceAt", ["s1", "zero"], ["read"]),
+                      helper.make_node("ReduceSum", ["read"], ["trips"], keepdims=0),
+                      helper.make_node("Loop", ["trips", "", "x"], ["y"], body=helper.make_graph(
+                          [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Identity", ["acc"], ["acc_out"])],
+                          "b", [t("i", INT64, []), t("c", helper.TensorProto.BOOL, []), t("acc", INT64, [None, 3])],
+                          [t("c_out", helper.TensorProto.BOOL, []), t("acc_out", INT64, [None, 3])]))],
+                     [t("x", INT64, [4, 3])], [t("y", INT64, [None, 3])],
+                     initializer=[const("one", 1, np.int64), const("zero", 0, np.int64), const("row", np.array([[2, 0, 0]], np.int64))])
+    irm, result = _run(int_rows)
+    assert result.modified and ANALYSIS_STASH_KEY in irm.meta  # a tensor op between: the analysis reads no Loop constant through it
+    irm, result = _run(_moved_constant_rows("loop"))
+    assert result.modified and ANALYSIS_STASH_KEY not in irm.meta
