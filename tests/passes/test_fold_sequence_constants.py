@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 from onnx import helper
@@ -75,7 +76,7 @@ def test_reverse_sequence_numpy_matches_the_spec_and_rejects_bad_lengths():
         reverse_sequence(x, np.array([0, 4], np.int64), 0, 1, "n")
 
 
-def _moved_constant_rows(read_into: str) -> "onnx.ModelProto":
+def _moved_constant_rows(read_into: str) -> onnx.ModelProto:
     """Rows of x with a constant row inserted, read back at a constant position (the fold
     folds that read) and put into the list again (``element``) or carried by a Loop
     (``loop``)."""
