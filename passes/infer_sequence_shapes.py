@@ -27,6 +27,7 @@ from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, keep_for_next_pass, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
+from seqlower.irutil import graphs_of
 from seqlower.model_io import weightless_proto
 from seqlower.protos import innermost_type, subgraphs_of
 
@@ -152,7 +153,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         candidates = self._loop_candidates(model)
         if not candidates:
             return False
-        snapshot = [(v, v.shape) for g in model.graphs() for v in _graph_values(g)]
+        snapshot = [(v, v.shape) for g in graphs_of(model) for v in _graph_values(g)]
         anchored = input_dim_names(model)
         # Each round that does not settle widens at least one declared dim to unknown.
         for _ in range(1 + sum(shape.rank() for _, _, shape in candidates)):
@@ -173,7 +174,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         """[body input, body output, the shape to start from] for each Loop-carried
         sequence whose body input could be declared more precisely."""
         loops = [
-            node for graph in model.graphs() for node in graph
+            node for graph in graphs_of(model) for node in graph
             if node.op_type == "Loop" and is_default_domain(node) and "body" in node.attributes
             and any(isinstance(v.type, ir.SequenceType) for v in node.inputs[2:] if v is not None)
         ]
@@ -467,7 +468,7 @@ def _forget_body_output_names(model: ir.Model) -> bool:
     model input's dims are kept."""
     anchored = input_dim_names(model)
     modified = False
-    for graph in model.graphs():
+    for graph in graphs_of(model):
         if graph is model.graph:
             continue
         for v in graph.outputs:
@@ -531,7 +532,7 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
     """
     if not any(n.op_type == "SplitToSequence" and len(n.inputs) > 1 and n.inputs[1] is not None
                and "keepdims" in n.attributes and not n.attributes["keepdims"].as_int()
-               for g in (*model.graphs(), *model.functions.values()) for n in g):
+               for g in (*graphs_of(model), *model.functions.values()) for n in g):
         return False  # no split the policy could squeeze: nothing to analyse
     analysis = analyze(model, max_unroll=0, keepdims_policy=policy)
     seeds = []

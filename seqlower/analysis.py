@@ -34,6 +34,7 @@ from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.irutil import (
     _int_attr,
+    graphs_of,
     loop_runs_all_trips,  # noqa: F401 - re-exported
     loop_shapes_consistent,  # noqa: F401 - re-exported
     _rank_of,  # noqa: F401 - re-exported
@@ -490,7 +491,7 @@ ANALYSIS_STASH_KEY = "seqlower.analysis_stash"
 def _fingerprint(model: ir.Model) -> tuple[int, ...]:
     # A guard against a stash outliving a change the rounds did not see (a pass run
     # outside them): every graph's node count.
-    return tuple(len(g) for g in model.graphs())
+    return tuple(len(g) for g in graphs_of(model))
 
 
 def analyze_reusing(model: ir.Model, **params: Any) -> Analysis:

@@ -25,6 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.regions import RESERVED_NAMES_KEY
+from seqlower.irutil import graphs_of
 
 __all__ = ["Builder", "NameAuthority", "default_opset", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
 
@@ -55,7 +56,7 @@ class NameAuthority:
         # Small constants already emitted, per graph: (graph id, dtype, shape, bytes) ->
         # value, so a lowering emits one `axes = [0]` per graph, not one per chunk.
         self.constant_pool: dict[tuple[int, str, tuple[int, ...], bytes], ir.Value] = {}
-        graphs: list[ir.Graph | ir.Function] = list(model.graphs())
+        graphs: list[ir.Graph | ir.Function] = list(graphs_of(model))
         for f in model.functions.values():
             graphs.append(f)
             graphs.extend(sub for node in ir.traversal.RecursiveGraphIterator(f) for sub in subgraphs(node))

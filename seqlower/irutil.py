@@ -12,7 +12,7 @@ import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
 
-__all__ = ["anchored_shape", "const_array", "const_position", "graph_label", "is_default_domain",
+__all__ = ["anchored_shape", "const_array", "const_position", "graph_label", "graphs_of", "is_default_domain",
            "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label"]
 
 
@@ -150,3 +150,25 @@ def loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
         return True
     c = const_array(out)
     return c is not None and bool(c.reshape(()))
+
+
+def graphs_of(model: ir.Model) -> list[ir.Graph]:
+    """``list(model.graphs())``, in its order (the main graph, then every subgraph depth
+    first), without onnx_ir's generic traversal: that visits every node through a
+    generator chain, a third of a second per call on a 14,000-node graph, and the
+    passes ask often."""
+    found: list[ir.Graph] = []
+    stack = [model.graph]
+    while stack:
+        graph = stack.pop()
+        found.append(graph)
+        children = []
+        for node in graph:
+            if node.attributes:
+                for attr in node.attributes.values():
+                    if attr.type == ir.AttributeType.GRAPH:
+                        children.append(attr.as_graph())
+                    elif attr.type == ir.AttributeType.GRAPHS:
+                        children.extend(attr.as_graphs())
+        stack.extend(reversed(children))
+    return found

@@ -20,6 +20,7 @@ import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
 from seqlower.inference import infer_shapes
+from seqlower.irutil import graphs_of
 from seqlower.map_types import restore_map_types
 from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
 
@@ -245,7 +246,7 @@ def weightless_proto(model: ir.Model, keep_bytes: int = _CHECK_READS_BYTES) -> o
     looked at. Small external tensors are read where their file is found."""
     swapped: list[tuple[ir.Value, object]] = []
     try:
-        for graph in model.graphs():
+        for graph in graphs_of(model):
             for value in graph.initializers.values():
                 tensor = value.const_value
                 if tensor is None:

@@ -22,6 +22,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelError, ModelWarning
+from seqlower.irutil import graphs_of
 from seqlower.map_types import MAP_TYPES_KEY, from_proto, restore_map_types
 from seqlower.model_check import (
     PROTOBUF_LIMIT,
@@ -184,14 +185,14 @@ def to_proto(model: ir.Model | onnx.ModelProto) -> onnx.ModelProto:
 def _has_external(model: ir.Model) -> bool:
     return any(
         isinstance(v.const_value, ir.ExternalTensor)
-        for g in model.graphs()
+        for g in graphs_of(model)
         for v in g.initializers.values()
     )
 
 
 def _initializer_bytes(model: ir.Model) -> int:
     total = 0
-    for g in model.graphs():
+    for g in graphs_of(model):
         for v in g.initializers.values():
             if v.const_value is not None:
                 total += v.const_value.nbytes

@@ -219,11 +219,12 @@ def _stdout_bytes(lowered: Any, src: Path) -> bytes:
     import onnx
     import onnx_ir as ir
 
+    from seqlower.irutil import graphs_of
     from seqlower.model_io import PROTOBUF_LIMIT, to_proto
 
     if isinstance(lowered, onnx.ModelProto):  # lowered by region: no external data
         return lowered.SerializeToString(deterministic=True)
-    total = sum(v.const_value.nbytes for g in lowered.graphs() for v in g.initializers.values()
+    total = sum(v.const_value.nbytes for g in graphs_of(lowered) for v in g.initializers.values()
                 if v.const_value is not None)
     if total > PROTOBUF_LIMIT:
         raise SeqlowerError(f"{src}: its weights ({total / 2**30:.1f} GiB) do not fit one protobuf message;"
