@@ -32,6 +32,6 @@ def test_graphs_of_lists_what_onnx_ir_lists_in_its_order():
     for proto in models:
         m = load_model(proto)
         assert [id(g) for g in graphs_of(m)] == [id(g) for g in m.graphs()]
-    names = [g.name for g in graphs_of(ir.serde.deserialize_model(_nested()))]
+    names = [g.name for g in graphs_of(load_model(_nested()))]
     # Depth first, each node's graph attributes in their order (make_node sorts them by name).
     assert names == ["g", "else", "then", "leaf", "else", "second"]
