@@ -124,6 +124,10 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         analysis_only = _list_edits_only(model)
         for _ in range(4):
             changed = False if analysis_only else self._onnx_inference(model, news)
+            if news is not None and not changed:
+                # onnx learned nothing from what the analysis wrote, which is what another
+                # analysis would find again: the last one stands.
+                break
             changed |= self._apply_analysis(model, self._analyze(model))
             modified |= changed
             if analysis_only:
