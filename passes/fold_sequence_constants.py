@@ -32,7 +32,6 @@ logger = logging.getLogger(__name__)
 # Where a tensor read out of a list flows without the analysis reading its value: into a
 # list as an element (the analysis took the element's constant from the read), or into
 # tensor ops it does not look into. Control flow and positions read constants anew.
-_ELEMENT_SLOTS = {"SequenceInsert": (1,), "SequenceConstruct": None}
 _READS_CONSTANTS = frozenset({"Loop", "If", "Scan", "SequenceMap", "SequenceAt", "SequenceInsert", "SequenceErase",
                               "SplitToSequence", "ConcatFromSequence", "SequenceLength", "SequenceEmpty", "ReverseSequence"})
 
@@ -49,9 +48,8 @@ def _still_holds(node: ir.Node, value: np.ndarray, analysis: Analysis) -> bool:
         reader = use.node
         if not is_default_domain(reader):
             return False
-        slots = _ELEMENT_SLOTS.get(reader.op_type, ())
-        if slots is None or use.idx in (slots or ()):
-            continue
+        if reader.op_type == "SequenceConstruct" or (reader.op_type == "SequenceInsert" and use.idx == 1):
+            continue  # an element
         if reader.op_type in _READS_CONSTANTS or reader.graph is not node.graph:
             return False
     return True

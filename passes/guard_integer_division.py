@@ -52,7 +52,7 @@ def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     tested = b
     if scope.opset < _EQUAL_ALL_INTS_SINCE and dtype not in (ir.DataType.INT32, ir.DataType.INT64):
         tested = bld.op("Cast", [b], f"{base}_divisor_i64", ir.DataType.INT64, b.shape, to=ir.DataType.INT64)
-    zero = bld.constant(np.zeros((), tested.dtype.numpy()), f"{base}_zero")
+    zero = bld.constant(np.zeros((), (tested.dtype or dtype).numpy()), f"{base}_zero")
     is_zero = bld.op("Equal", [tested, zero], f"{base}_divisor_is_zero", ir.DataType.BOOL, b.shape)
     ones_at_zero = bld.op("Cast", [is_zero], f"{base}_ones_at_zero", dtype, b.shape, to=dtype)
     safe = bld.op("Add", [b, ones_at_zero], f"{base}_safe_divisor", dtype, b.shape)

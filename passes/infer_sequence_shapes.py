@@ -94,9 +94,9 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         modified = _reset_after_policy_squeezes(model, self.keepdims_policy)
         modified |= _forget_body_output_names(model)
         modified |= self._settle(model)
-        settled, self.last = self.last, None
+        settled = self.last
         modified |= self._loop_invariant_elements(model)
-        if self.leave_for is not None and settled is not None and self.last is None:
+        if self.leave_for is not None and self.last is settled:
             # What the last analysis found is what the model now declares (the apply
             # wrote it), and what an analysis reads of a value it typed is what it
             # computed itself: a new one would find the same. Not after the Loop
@@ -120,21 +120,19 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         # typed by the analysis itself: onnx's inference runs only if it left a value
         # untyped.
         modified = False
+        if _list_edits_only(model):
+            modified = self._apply_analysis(model, self._analyze(model))
+            if all(v.type is not None for node in model.graph for v in node.outputs):
+                return modified
         news: list[ir.Value] | None = None
-        analysis_only = _list_edits_only(model)
         for _ in range(4):
-            changed = False if analysis_only else self._onnx_inference(model, news)
+            changed = self._onnx_inference(model, news)
             if news is not None and not changed:
                 # onnx learned nothing from what the analysis wrote, which is what another
                 # analysis would find again: the last one stands.
                 break
             changed |= self._apply_analysis(model, self._analyze(model))
             modified |= changed
-            if analysis_only:
-                if all(v.type is not None for node in model.graph for v in node.outputs):
-                    break
-                analysis_only = False
-                continue
             if not changed or not self.news_for_onnx:
                 # Nothing the analysis wrote feeds what onnx infers (a shape only sequence
                 # ops read, which the analysis itself follows): another onnx run finds nothing.
@@ -345,12 +343,13 @@ def _list_edits_only(model: ir.Model) -> bool:
     if model.functions:
         return False
     for node in model.graph:
-        if not is_default_domain(node) or node.op_type not in _TYPED_BY_ANALYSIS or node.attributes and any(
-                a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+        if not is_default_domain(node) or node.op_type not in _TYPED_BY_ANALYSIS or next(subgraphs(node), None) is not None:
             return False
         if any(v is not None and v.type is None and v.producer() is None for v in node.inputs):
             return False
     return True
+
+
 _SMALL_BYTES = 4096
 
 

@@ -21,13 +21,13 @@ import onnx_ir as ir
 from seqlower.passes._batched_map import _AXES_INPUT_SINCE
 from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, Ops
-from seqlower.passes.pad_reduced_axes import REDUCTIONS
 from seqlower.analysis import const_array, is_default_domain
+from seqlower.ops import REDUCE_OPS
 from seqlower.builder import NameAuthority
 
 __all__ = ["PositiveReductionAxesPass", "REDUCING_OPS"]
 
-REDUCING_OPS = frozenset({*REDUCTIONS, "ArgMax", "ArgMin"})
+REDUCING_OPS = REDUCE_OPS | {"ArgMax", "ArgMin"}
 
 
 class PositiveReductionAxesPass(ir.passes.InPlacePass):

@@ -34,6 +34,7 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
+from seqlower.regions import QUIRK_OPS
 
 __all__ = ["ReductionsAsSumsPass", "Reach", "OPENVINO", "ONNX2TORCH"]
 
@@ -48,9 +49,9 @@ class Reach:
 
 
 # ReduceSum's axes became an input at 13; the other reductions' at 18.
-OPENVINO = Reach(frozenset({"ReduceL1", "ReduceLogSum", "ReduceLogSumExp"}), range(13, 18),
+OPENVINO = Reach(frozenset(QUIRK_OPS["reduce-axes-attribute-ignored"]), range(13, 18),
                  "a ReduceSum with an axes input, whose axes OpenVINO reads (OpenVINO)")
-ONNX2TORCH = Reach(frozenset({"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"}), range(18, 1000),
+ONNX2TORCH = Reach(frozenset(QUIRK_OPS["no-reduce-18"]), range(18, 1000),
                    "a ReduceSum, which onnx2torch converts at opset 18 (onnx2torch)")
 _INTEGER_OK = frozenset({"ReduceL1", "ReduceSumSquare"})
 

@@ -47,7 +47,7 @@ from seqlower.passes.vectorize_loops import VectorizeLoopsPass
 from seqlower.passes.vectorize_ragged_loops import VectorizeRaggedLoopsPass
 from seqlower.analysis import ANALYSIS_STASH_KEY
 from seqlower.model_io import check_model
-from seqlower.regions import relevant_ops
+from seqlower.regions import QUIRK_OPS, relevant_ops
 from seqlower.options import LowerOptions
 from seqlower.targets import Target, load_target
 
@@ -155,7 +155,7 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("reduce-axes-attribute-ignored", lambda: ReductionsAsSumsPass(OPENVINO)),
     ("no-reduce-18", lambda: ReductionsAsSumsPass(ONNX2TORCH)),
     ("reduce-empty-axis", PadReducedAxesPass),
-    ("reduce-extremes-finite", lambda: PadReducedAxesPass(frozenset({"ReduceMax", "ReduceMin"}), floats_only=True)),
+    ("reduce-extremes-finite", lambda: PadReducedAxesPass(frozenset(QUIRK_OPS["reduce-extremes-finite"]), floats_only=True)),
     ("expand-zero-dim", FoldEmptyExpandsPass),
     ("integer-division-by-zero", GuardIntegerDivisionPass),
     ("reduce-negative-axis-empty", PositiveReductionAxesPass),

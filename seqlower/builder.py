@@ -25,7 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.regions import RESERVED_NAMES_KEY
-from seqlower.irutil import graphs_of
+from seqlower.irutil import graphs_of, subgraphs
 
 __all__ = ["Builder", "NameAuthority", "default_opset", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
 
@@ -88,14 +88,6 @@ class NameAuthority:
                 self._counters[base] = n
                 self._used.add(cand)
                 return cand
-
-
-def subgraphs(node: ir.Node) -> Iterable[ir.Graph]:
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            yield attr.as_graph()
-        elif attr.type == ir.AttributeType.GRAPHS:
-            yield from attr.as_graphs()
 
 
 def merge_dims(a: int | ir.SymbolicDim | None, b: int | ir.SymbolicDim | None) -> int | ir.SymbolicDim | None:

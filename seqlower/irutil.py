@@ -13,7 +13,7 @@ import onnx_ir as ir
 from seqlower.errors import ModelError, describe_node
 
 __all__ = ["anchored_shape", "const_array", "const_position", "graph_label", "graphs_of", "is_default_domain",
-           "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label"]
+           "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label", "subgraphs"]
 
 
 def is_default_domain(node: ir.Node) -> bool:
@@ -152,23 +152,23 @@ def loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
     return c is not None and bool(c.reshape(()))
 
 
+def subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            yield attr.as_graph()
+        elif attr.type == ir.AttributeType.GRAPHS:
+            yield from attr.as_graphs()
+
+
 def graphs_of(model: ir.Model) -> list[ir.Graph]:
     """``list(model.graphs())``, in its order (the main graph, then every subgraph depth
-    first), without onnx_ir's generic traversal: that visits every node through a
-    generator chain, a third of a second per call on a 14,000-node graph, and the
-    passes ask often."""
+    first), without onnx_ir's generic traversal: that runs every node through a chain of
+    generators (33 ms a call on a 14,000-node graph against 9 ms here), and the passes
+    ask about 50 times a lowering."""
     found: list[ir.Graph] = []
     stack = [model.graph]
     while stack:
         graph = stack.pop()
         found.append(graph)
-        children = []
-        for node in graph:
-            if node.attributes:
-                for attr in node.attributes.values():
-                    if attr.type == ir.AttributeType.GRAPH:
-                        children.append(attr.as_graph())
-                    elif attr.type == ir.AttributeType.GRAPHS:
-                        children.extend(attr.as_graphs())
-        stack.extend(reversed(children))
+        stack.extend(reversed([sub for node in graph if node.attributes for sub in subgraphs(node)]))
     return found

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["OpFacts", "REGISTRY", "op_facts", "facts", "names"]
+__all__ = ["OpFacts", "REGISTRY", "REDUCE_OPS", "op_facts", "facts", "names"]
+
+# The ai.onnx reductions (axes an attribute, then an input: ReduceSum from 13, the others
+# from 18). Not sequence ops: several targets get them wrong, and their rewrites and
+# detectors share this list.
+REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                        "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd"})
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,8 @@ QUIRK_OPS = {
     "reduce-axes-attribute-ignored": ("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"),
     "no-reduce-18": ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"),
     "reduce-extremes-finite": ("ReduceMax", "ReduceMin"),
-    "reduce-negative-axis-empty": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-                                   "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin"),
-    "reduce-empty-axis": ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-                          "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd"),
+    "reduce-negative-axis-empty": (*sorted(ops.REDUCE_OPS), "ArgMax", "ArgMin"),
+    "reduce-empty-axis": tuple(sorted(ops.REDUCE_OPS)),
 }
 
 

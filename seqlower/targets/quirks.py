@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import onnx
 
+from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.inference import infer_shapes
 from seqlower.inventory import walk_graphs
@@ -293,8 +294,11 @@ def _tvm_dynamic_splits(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
                        "'Dynamic Split not yet supported' (quirk dynamic-split)")
 
 
-_REDUCING_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-                           "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceProd", "ArgMax", "ArgMin"})
+_REDUCING_OPS = ops.REDUCE_OPS | {"ArgMax", "ArgMin"}
+
+
+def _negative_axis(node: onnx.NodeProto) -> bool:
+    return any(a.name in ("axis", "axes") and (a.i < 0 or any(x < 0 for x in a.ints)) for a in node.attribute)
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -317,9 +321,7 @@ def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str
     """onnxruntime: a reduction with a negative ``axis``/``axes`` attribute over an input
     whose rank onnx's inference does not know (passes/positive_reduction_axes.py counts
     the others from the front); on an empty input it comes out unreduced."""
-    suspects = any(n.op_type in _REDUCING_OPS and any(a.name in ("axis", "axes") and (a.i < 0 or any(x < 0 for x in a.ints))
-                                                      for a in n.attribute)
-                   for _, g, _ in walk_graphs(model) for n in g.node)
+    suspects = any(n.op_type in _REDUCING_OPS and _negative_axis(n) for _, g, _ in walk_graphs(model) for n in g.node)
     if not suspects:
         return
     for path, graph, declared in _typed_graphs(model):
@@ -328,8 +330,7 @@ def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str
         for node in graph.node:
             if node.op_type not in _REDUCING_OPS or node.domain not in ("", "ai.onnx") or not node.input or node.input[0] in ranked:
                 continue
-            negative = [a for a in node.attribute if a.name in ("axis", "axes") and (a.i < 0 or any(x < 0 for x in a.ints))]
-            if negative:
+            if _negative_axis(node):
                 yield (describe_node(node.op_type, node.name, list(node.output)), path,
                        f"a negative axis over '{node.input[0]}', whose rank is not known: onnxruntime returns an empty "
                        "input unreduced then (quirk reduce-negative-axis-empty)")
