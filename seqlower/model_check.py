@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import math
 import os
 import re
 import shutil
@@ -22,10 +23,11 @@ from seqlower.errors import ModelError, describe_node
 from seqlower.inference import infer_shapes
 from seqlower.irutil import graphs_of
 from seqlower.map_types import restore_map_types
-from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
+from seqlower.protos import ELEMENT_BYTES, copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
+from seqlower.weights import PLACEHOLDER, Held
 
-__all__ = ["PROTOBUF_LIMIT", "check_model", "check_proto", "check_structure", "check_types", "skeleton", "sort_nodes",
-           "weightless_proto"]
+__all__ = ["PROTOBUF_LIMIT", "check_model", "check_proto", "check_structure", "check_types", "check_weight", "skeleton",
+           "sort_nodes", "weightless_proto"]
 
 # Protobuf refuses messages of 2 GiB; leave room for the graph around the weights.
 PROTOBUF_LIMIT = 2**31 - 2**24
@@ -155,7 +157,7 @@ def _placeholder_shapes(values: list[onnx.ValueInfoProto]) -> Iterator[None]:
             v.type.tensor_type.ClearField("shape")
 
 
-_PLACEHOLDER = "seqlower.placeholder"
+_PLACEHOLDER = PLACEHOLDER
 
 
 @contextlib.contextmanager
@@ -340,13 +342,17 @@ _TYPE_ATTRIBUTES = {"Cast": "to", "SequenceEmpty": "dtype", "EyeLike": "dtype", 
                     "Multinomial": "dtype", "Bernoulli": "dtype"}
 
 
-def _check_text_fields(proto: onnx.ModelProto, label: str) -> None:
+def _check_text_fields(proto: Any, label: str, held: Held | None = None) -> None:
     """Every string field (names, op types, doc strings, metadata) is UTF-8 text:
     protobuf hands out a proto2 string that is not as bytes, and onnx_ir and the writer
     fail on it later. Tensor contents (``string_data``, ``raw_data``) are bytes fields and
-    are not looked at. Iterative."""
+    are not looked at. ``held``: what reading the model with its weights held already
+    checked (the main graph's initializers, and the nodes whose bytes are UTF-8 text).
+    Iterative."""
     from google.protobuf.descriptor import FieldDescriptor
 
+    main = proto.graph if held is not None else None
+    plain_nodes = held.plain_nodes if held is not None else set()
     stack: list = [proto]
     while stack:
         msg = stack.pop()
@@ -355,7 +361,10 @@ def _check_text_fields(proto: onnx.ModelProto, label: str) -> None:
         for field, value in msg.ListFields():
             repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == FieldDescriptor.LABEL_REPEATED
             if field.type == FieldDescriptor.TYPE_MESSAGE:
-                if repeated:
+                if msg is main and field.name in ("node", "initializer"):  # (protobuf keeps one wrapper a message)
+                    if field.name == "node":
+                        stack.extend(n for i, n in enumerate(value) if i not in plain_nodes)
+                elif repeated:
                     stack.extend(value)
                 else:
                     stack.append(value)
@@ -385,10 +394,38 @@ def _plain_text(msg: Any) -> bool:
     return False
 
 
-def check_structure(proto: onnx.ModelProto, label: str) -> None:
+def _check_tensor(tensor: onnx.TensorProto, label: str) -> None:
+    if tensor.data_type not in _DATA_TYPES:
+        raise ModelError(f"{label}: tensor {tensor.name!r} has element type {tensor.data_type}, which does not exist")
+    if any(d < 0 for d in tensor.dims):
+        raise ModelError(f"{label}: tensor {tensor.name!r} has a negative dim {list(tensor.dims)}")
+    need = data_bytes(tensor)
+    if tensor.HasField("raw_data") and need is not None and len(tensor.raw_data) != need:
+        raise ModelError(f"{label}: tensor {tensor.name!r} holds {len(tensor.raw_data)} bytes of data; "
+                         f"its shape {list(tensor.dims)} needs {need}")
+
+
+def check_weight(tensor: onnx.TensorProto, label: str) -> None:
+    """``check_structure``'s checks of one main-graph initializer, for a weight read on its
+    own (``seqlower.weights``). A plain one (a name, a type, dims, raw data: tens of
+    thousands a big model) at a few attribute reads."""
+    if tensor.doc_string or tensor.external_data or tensor.metadata_props or not isinstance(tensor.name, str) \
+            or not tensor.HasField("raw_data"):
+        _check_text_fields(tensor, label)
+        _check_tensor(tensor, label)
+        return
+    size = ELEMENT_BYTES.get(tensor.data_type)
+    dims = tensor.dims
+    if size is None or any(d < 0 for d in dims) or len(tensor.raw_data) != size * math.prod(dims):
+        _check_tensor(tensor, label)  # says what is wrong, or passes a type whose size is not fixed
+
+
+
+def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None) -> None:
     """What onnx's checker lets through and would fail later, deep inside a pass or the
     writer: text that is not UTF-8, element types that do not exist, raw tensor data of
-    the wrong length, a Constant without its value. Iterative, like the checker's walk."""
+    the wrong length, a Constant without its value. Iterative, like the checker's walk.
+    ``held``: see ``_check_text_fields``."""
 
     def type_of(tp: onnx.TypeProto, where: str) -> None:
         tp = innermost_type(tp)
@@ -396,16 +433,9 @@ def check_structure(proto: onnx.ModelProto, label: str) -> None:
             if tp.tensor_type.elem_type and tp.tensor_type.elem_type not in _DATA_TYPES:
                 raise ModelError(f"{label}: {where} has element type {tp.tensor_type.elem_type}, which does not exist")
 
-    _check_text_fields(proto, label)
-    for tensor in iter_tensor_protos(proto):
-        if tensor.data_type not in _DATA_TYPES:
-            raise ModelError(f"{label}: tensor {tensor.name!r} has element type {tensor.data_type}, which does not exist")
-        if any(d < 0 for d in tensor.dims):
-            raise ModelError(f"{label}: tensor {tensor.name!r} has a negative dim {list(tensor.dims)}")
-        need = data_bytes(tensor)
-        if tensor.HasField("raw_data") and need is not None and len(tensor.raw_data) != need:
-            raise ModelError(f"{label}: tensor {tensor.name!r} holds {len(tensor.raw_data)} bytes of data; "
-                             f"its shape {list(tensor.dims)} needs {need}")
+    _check_text_fields(proto, label, held)
+    for tensor in iter_tensor_protos(proto, main_initializers=held is None):
+        _check_tensor(tensor, label)
     graphs: list[onnx.GraphProto] = [proto.graph]
     node_lists = [f.node for f in proto.functions]
     while graphs or node_lists:

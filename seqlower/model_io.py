@@ -30,15 +30,18 @@ from seqlower.model_check import (
     check_proto,
     check_structure,
     check_types,
+    check_weight,
     skeleton,
     sort_nodes,
     weightless_proto,
 )
 from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos
+from seqlower.weights import Weights, hold_weights, is_stub
 
 __all__ = [
     "ModelSource",
     "read_model_proto",
+    "read_model_held",
     "load_model",
     "save_model",
     "stage_model",
@@ -66,7 +69,7 @@ def _label(source: ModelSource) -> str:
 def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: str) -> None:
     base_real = os.path.realpath(base_dir) if base_dir is not None else None
     for tensor in iter_tensor_protos(proto):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL or is_stub(tensor):
             continue
         info = {e.key: e.value for e in tensor.external_data}
         location = info.get("location", "")
@@ -113,8 +116,23 @@ def read_model_proto(
     Raises:
         ModelError: one line naming the file, for anything unreadable or invalid.
     """
+    return _read(source, load_external_data=load_external_data, check=check, types=types, hold=False)[0]
+
+
+def read_model_held(source: ModelSource, *, types: dict[str, onnx.TypeProto] | None = None,
+                    ) -> tuple[onnx.ModelProto, Weights | None]:
+    """``read_model_proto`` (checked, external data not loaded) with the main graph's
+    weights held out of the proto (``seqlower.weights``): each stands in it as a stub.
+    For rewriting the graph and writing it back with ``stage_model(..., weights)``; a
+    pass that converts the whole model restores them first (``Weights.restore``)."""
+    return _read(source, load_external_data=False, check=True, types=types, hold=True)
+
+
+def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: dict[str, onnx.TypeProto] | None,
+          hold: bool) -> tuple[onnx.ModelProto, Weights | None]:
     label = _label(source)
     base_dir: str | None = None
+    held = None
     if isinstance(source, onnx.ModelProto):
         proto = onnx.ModelProto()
         proto.CopyFrom(source)
@@ -134,15 +152,23 @@ def read_model_proto(
             base_dir = str(path.parent)
         if not data:
             raise ModelError(f"{label}: empty file, not an ONNX model")
-        proto = onnx.ModelProto()
-        try:
-            proto.ParseFromString(data)
-        except (DecodeError, RuntimeError, ValueError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if "MaxDepth" in first:
-                raise ModelError(f"{label}: nested too deeply to read (protobuf reads 100 message levels: about 30"
-                                 " levels of subgraphs)") from None
-            raise ModelError(f"{label}: not an ONNX model (protobuf parse failed: {first})") from None
+        if hold:
+            try:
+                held = hold_weights(data, lambda t: check_weight(t, label))
+            except (DecodeError, RuntimeError, ValueError):
+                held = None  # parsed whole below, for the reader's own message
+        if held is not None:
+            proto = held.proto
+        else:
+            proto = onnx.ModelProto()
+            try:
+                proto.ParseFromString(data)
+            except (DecodeError, RuntimeError, ValueError) as e:
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if "MaxDepth" in first:
+                    raise ModelError(f"{label}: nested too deeply to read (protobuf reads 100 message levels: about 30"
+                                     " levels of subgraphs)") from None
+                raise ModelError(f"{label}: not an ONNX model (protobuf parse failed: {first})") from None
     if not proto.HasField("graph"):
         raise ModelError(f"{label}: not an ONNX model (no graph)")
     if proto.ir_version <= 0:
@@ -150,19 +176,19 @@ def read_model_proto(
     _check_external_data(proto, base_dir, label)
     if check:
         # The checks read no weights: they run on the skeleton (big weights as typed inputs).
-        skel = skeleton(proto)
+        skel = held.skeleton if held is not None else skeleton(proto)
         for warning in check_proto(skel, label, base_dir):
-            warnings.warn(ModelWarning(warning), stacklevel=2)
+            warnings.warn(ModelWarning(warning), stacklevel=3)
             if skel is not proto and "topological" in warning:
                 sort_nodes(proto)  # the checker sorted the skeleton's copy of the nodes
-        check_structure(proto, label)
+        check_structure(proto, label, held)
         check_types(skel, label, types)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
         except (OSError, ValueError) as e:
             raise ModelError(f"{label}: cannot load external data ({e})") from None
-    return proto
+    return proto, held.weights if held is not None else None
 
 
 def load_model(source: ModelSource | ir.Model, *, check: bool = True) -> ir.Model:
@@ -237,10 +263,12 @@ class StagedModel:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> StagedModel:
+def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, weights: Weights | None = None) -> StagedModel:
     """Write ``model`` for ``path`` into a temporary folder beside it (see StagedModel).
     Models whose weights do not fit protobuf's 2 GiB, or whose weights were external on
-    input, get their weights in ``<name>.data``; the input's files are only read."""
+    input, get their weights in ``<name>.data``; the input's files are only read.
+    ``weights``: what ``read_model_held`` held out of a ModelProto ``model``, written back
+    in place of the stubs."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
@@ -263,9 +291,10 @@ def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> S
             else:
                 _unlink_quietly(tmp / data_name)
         else:
-            data = to_proto(model).SerializeToString(deterministic=True)
+            pieces = weights.serialized(model) if weights is not None and isinstance(model, onnx.ModelProto) \
+                else [to_proto(model).SerializeToString(deterministic=True)]
             with open(staged.path, "wb") as f:
-                f.write(data)
+                f.writelines(pieces)
                 f.flush()
                 os.fsync(f.fileno())
         mode = 0o666 & ~_umask()

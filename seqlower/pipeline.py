@@ -26,6 +26,7 @@ from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.regions import RESERVED_NAMES_KEY, cut, has_work, splice
 from seqlower.targets import Gap, load_target, lacking_ops, target_gaps
+from seqlower.weights import Weights
 
 __all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "build_passes", "DEFAULT_MAX_UNROLL"]
 
@@ -198,13 +199,16 @@ def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
 
 def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None = None, *,
                             base_dir: str | None = None, label: str = "<model>",
-                            inferred: dict[str, onnx.TypeProto] | None = None) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
+                            inferred: dict[str, onnx.TypeProto] | None = None,
+                            weights: Weights | None = None) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
     """Lower a checked ModelProto, touching only its sequence region (``seqlower.regions``):
     a model no pass has work in comes back as it is, and a model whose region can be cut
     out has only that region converted, lowered and spliced back (``proto`` is changed in
     place). Otherwise the whole model is lowered and an ``ir.Model`` comes back.
     ``inferred``: value types inference found while checking the model (``read_model_proto``'s
-    ``types``), which spare the region its own inference."""
+    ``types``), which spare the region its own inference. ``weights``: what
+    ``read_model_held`` held out of ``proto`` (a ModelProto that comes back still has its
+    stubs: write it with them)."""
     options = options or LowerOptions()
     target = load_target(options.target)
     if not has_work(proto, target.lacks, dict(target.quirks)):
@@ -215,7 +219,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     # or bounded by --dim-max by tracing its trip count and initial values back to what
     # computes them, which a region cut off from the rest of the model cannot do.
     loops_traced = "Loop" in target.lacks and any(n.op_type == "Loop" for n in proto.graph.node)
-    region = None if options.dim_max or loops_traced else cut(proto, target.lacks, dict(target.quirks), inferred)
+    region = None if options.dim_max or loops_traced else cut(proto, target.lacks, dict(target.quirks), inferred,
+                                                               weights)
     if region is not None:
         sub = from_proto(region.model, label)
         sub.meta[RESERVED_NAMES_KEY] = region.reserved
@@ -235,6 +240,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             report.gaps = [*report.gaps, *outside]
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
+    if weights is not None:
+        weights.restore(proto)
     model = from_proto(proto, label)
     if base_dir is not None:
         ir.external_data.set_base_dir(model.graph, base_dir)

@@ -11,20 +11,23 @@ from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "value_infos"]
+__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "value_infos"]
 
 
-def iter_tensor_protos(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every TensorProto in the model: initializers, Constant values, subgraphs, functions.
+def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto in the model: initializers, Constant values, subgraphs, functions
+    (``main_initializers=False``: but the main graph's initializers).
 
     Iterative, so thousands of nested subgraphs do not hit Python's recursion limit.
     """
     graphs: list[onnx.GraphProto] = [proto.graph]
     node_lists = [f.node for f in proto.functions]
+    main = proto.graph
     while graphs or node_lists:
         if graphs:
             g = graphs.pop()
-            yield from g.initializer
+            if main_initializers or g is not main:
+                yield from g.initializer
             for sp in g.sparse_initializer:
                 yield sp.values
                 yield sp.indices
@@ -46,17 +49,30 @@ def iter_tensor_protos(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
 _PACKED_4BIT = {onnx.TensorProto.INT4, onnx.TensorProto.UINT4, getattr(onnx.TensorProto, "FLOAT4E2M1", -1)}
 
 
+def _element_bytes() -> dict[int, int]:
+    sizes = {}
+    for t in onnx.TensorProto.DataType.values():
+        if t in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) or t in _PACKED_4BIT:
+            continue
+        try:
+            sizes[t] = onnx.helper.tensor_dtype_to_np_dtype(t).itemsize
+        except (KeyError, ValueError, TypeError):
+            pass
+    return sizes
+
+
+# Bytes per element of each type whose raw data is whole elements.
+ELEMENT_BYTES = _element_bytes()
+
+
 def data_bytes(tensor: onnx.TensorProto) -> int | None:
     """How many bytes a tensor's raw data takes (None: a type without a fixed size)."""
-    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
-        return None
-    count = math.prod(tensor.dims)
+    size = ELEMENT_BYTES.get(tensor.data_type)
+    if size is not None:
+        return size * math.prod(tensor.dims)
     if tensor.data_type in _PACKED_4BIT:
-        return (count + 1) // 2
-    try:
-        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    except (KeyError, ValueError, TypeError):
-        return None
+        return (math.prod(tensor.dims) + 1) // 2
+    return None
 
 
 def innermost_type(tp: onnx.TypeProto) -> onnx.TypeProto:

@@ -30,6 +30,7 @@ from onnx import helper
 from seqlower import ops
 from seqlower.inference import infer_shapes
 from seqlower.protos import outer_reads, subgraphs_of
+from seqlower.weights import Weights, is_stub
 
 __all__ = ["Region", "cut", "splice", "has_work", "relevant_ops", "RESERVED_NAMES_KEY"]
 
@@ -147,11 +148,12 @@ class Region:
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
-        inferred: dict[str, onnx.TypeProto] | None = None) -> Region | None:
+        inferred: dict[str, onnx.TypeProto] | None = None, weights: Weights | None = None) -> Region | None:
     """The sequence region of ``model``'s main graph as a sub-model, or None when the region
     way does not apply (see the module's doc). ``model`` is not changed. ``inferred``:
     types inference already found for the main graph's values (else the region's inputs
-    that the model does not type are inferred on their cone).
+    that the model does not type are inferred on their cone). ``weights``: the weights
+    ``model``'s stubs stand for (``seqlower.weights``); the region reads them itself.
 
     A few passes over the nodes, each a set test per node: a model of 40,000 nodes is cut
     in a tenth of a second."""
@@ -163,7 +165,7 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
         return None  # the boundary ABI rewrites the model's signature
     if any(_is_relevant(n, relevant) for f in model.functions for n in f.node):
         return None
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in g.initializer):
+    if any(t.data_location == onnx.TensorProto.EXTERNAL and not is_stub(t) for t in g.initializer):
         return None
     nodes = list(g.node)
     region: set[int] = set()
@@ -229,6 +231,9 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
         if v.type.WhichOneof("value") is not None:
             types.setdefault(v.name, v.type)
     initializers = {t.name: t for t in g.initializer if t.name in wanted}
+    for x, t in initializers.items():
+        if is_stub(t) and weights is not None and x in weights.spans:
+            initializers[x] = weights.tensor(x)
     reserved.update(t.name for t in g.initializer)
     missing = [x for x in [*inputs, *outputs] if not _full_type(types.get(x)) and x not in initializers]
     if missing and inferred is not None:
@@ -243,7 +248,8 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
             t = _constant_value(constant_nodes[x])
             if t is None:  # a Constant of a kind that is not one tensor: a run-time value
                 last_producer = max(last_producer, constant_at[x])
-        if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data:
+        if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data \
+                and not is_stub(t):
             sub_inits.append(t)
             constants.add(x)
         elif t is not None:
@@ -319,7 +325,7 @@ def _infer_cone(model: onnx.ModelProto, nodes: list[onnx.NodeProto], wanted: lis
             continue
         if x in initializers:
             t = initializers[x]
-            if len(t.raw_data) <= _SMALL_BYTES and not t.external_data:
+            if len(t.raw_data) <= _SMALL_BYTES and not t.external_data and not is_stub(t):
                 inits.append(t)
             else:
                 inputs.append(helper.make_tensor_value_info(x, t.data_type, list(t.dims)))

@@ -126,7 +126,7 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower.cli.verify import compare, load_given_inputs
-    from seqlower.model_io import check_model, read_model_proto, stage_model
+    from seqlower.model_io import check_model, read_model_held, read_model_proto, stage_model
     from seqlower.pipeline import LowerOptions, lower_proto_with_report
     from seqlower.targets import load_target
 
@@ -138,26 +138,26 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     given = load_given_inputs(str(src), args.inputs) if args.verify else None
     t = time.perf_counter()
     inferred: dict[str, Any] = {}
-    proto = read_model_proto(src, load_external_data=False, types=inferred)
+    proto, weights = read_model_held(src, types=inferred)
     before = count_ops(proto)
     timings["load"] = time.perf_counter() - t
     t = time.perf_counter()
     options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
                            optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []))
     lowered, report = lower_proto_with_report(proto, options, base_dir=str(src.parent.absolute()), label=str(src),
-                                              inferred=inferred)
+                                              inferred=inferred, weights=weights)
     after = count_ops(lowered)
     timings["lower"] = time.perf_counter() - t
     target = load_target(args.target)
     gaps = report.gaps
     t = time.perf_counter()
-    staged = None if to_stdout else stage_model(lowered, dst)
+    staged = None if to_stdout else stage_model(lowered, dst, weights)
     try:
         if staged is not None and staged.external_data:
             # The final check, against the output's own folder, as a user will load it.
             check_model(read_model_proto(staged.path, load_external_data=False, check=False), str(dst),
                         base_dir=str(staged.folder), what="fails the ONNX checker")
-        payload = _stdout_bytes(lowered, src) if to_stdout else None
+        payload = _stdout_bytes(lowered, src, weights) if to_stdout else None
         timings["write"] = time.perf_counter() - t
         verdict = None
         if args.verify:
@@ -214,8 +214,9 @@ def _report_text(src: Path, dst: Path, to_stdout: bool, equivalent: bool, timing
     return json.dumps(nulls(doc), indent=2) + "\n"
 
 
-def _stdout_bytes(lowered: Any, src: Path) -> bytes:
-    """The model as one protobuf message: external weights read in, when they fit."""
+def _stdout_bytes(lowered: Any, src: Path, weights: Any = None) -> bytes:
+    """The model as one protobuf message: external weights read in, when they fit
+    (``weights``: what the reader held out of a ModelProto)."""
     import onnx
     import onnx_ir as ir
 
@@ -223,7 +224,7 @@ def _stdout_bytes(lowered: Any, src: Path) -> bytes:
     from seqlower.model_io import PROTOBUF_LIMIT, to_proto
 
     if isinstance(lowered, onnx.ModelProto):  # lowered by region: no external data
-        return lowered.SerializeToString(deterministic=True)
+        return b"".join(weights.serialized(lowered)) if weights is not None else lowered.SerializeToString(deterministic=True)
     total = sum(v.const_value.nbytes for g in graphs_of(lowered) for v in g.initializers.values()
                 if v.const_value is not None)
     if total > PROTOBUF_LIMIT:

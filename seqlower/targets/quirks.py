@@ -18,6 +18,7 @@ from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.inference import infer_shapes
 from seqlower.inventory import walk_graphs
+from seqlower.weights import is_stub
 
 __all__ = ["DETECTORS", "quirk_findings"]
 
@@ -221,7 +222,7 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
                 yield where, "main", (f"its shape '{target}' is a computed tensor or one dim, where TVM's frontend wants "
                                       "a shape expression or a constant (quirk shape-expr)")
                 continue
-            if node.op_type == "Expand" and target in values and 0 in onnx.numpy_helper.to_array(values[target]).reshape(-1):
+            if node.op_type == "Expand" and target in values and not is_stub(values[target]) and 0 in onnx.numpy_helper.to_array(values[target]).reshape(-1):
                 yield where, "main", ("it expands a computed tensor to a zero-size dim, which TVM's frontend refuses: "
                                       "'Invalid target dimension 0' (quirk expand-zero-dim)")
                 continue

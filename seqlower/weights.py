@@ -1,0 +1,293 @@
+"""The main graph's weights held out of the parsed model (DESIGN.md, "Core v2": Regions).
+
+Reading a model for ``lower`` parses everything but the main graph's initializers over
+``HELD_BYTES``: each of those is parsed alone once (for its type, shape and the reader's
+checks) and stands in the ModelProto as a *stub*, a reference to external data at
+``PLACEHOLDER`` with the weight's name, type and shape, which is a valid ONNX tensor. So
+every check, walk and pass that looks at the graph sees the same names, types and shapes,
+and nothing can read a stub's data by mistake (its file does not exist). The writer puts
+each weight's bytes, as they were in the file, back in place of its stub: weights are
+never parsed into the graph, converted or serialized again, which is most of what reading
+and writing a big model costs.
+
+The protobuf wire format is read here directly (tags, varints, length-delimited spans),
+and only at the two levels that hold the weights: the model's ``graph`` field and the
+graph's ``initializer`` entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import onnx
+
+__all__ = ["HELD_BYTES", "PLACEHOLDER", "Held", "Weights", "hold_weights", "is_stub"]
+
+# The stand-in location of what is not at hand: a stub's, and the checker's placeholder file.
+PLACEHOLDER = "seqlower.placeholder"
+# Initializers whose serialized size passes this are held; smaller ones (shapes, axes,
+# split sizes, positions: what the folds and shape inference read) are parsed as usual.
+HELD_BYTES = 1024
+
+_GRAPH = 7  # ModelProto.graph
+_NODE = 1  # GraphProto.node
+_INITIALIZER = 5  # GraphProto.initializer
+_INPUT = 11  # GraphProto.input
+_LEN = 2  # wire type of length-delimited fields
+
+
+class _Malformed(Exception):
+    """The bytes are not what the fast path reads; the caller parses the usual way."""
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise _Malformed
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    if value < 0x80:
+        return _BYTES[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_BYTES = [bytes([b]) for b in range(0x80)]
+
+
+def _fields(buf: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]:
+    """(field number, entry start, payload start, payload end) of each length-delimited
+    field in ``buf[start:end]``; other fields are skipped (groups are refused). One tag
+    byte and one length byte, the common case, are read inline (60,000 fields a big
+    graph: the general varint costs twice as much)."""
+    out = []
+    append = out.append
+    i = start
+    while i < end:
+        entry = i
+        tag = buf[i]
+        i += 1
+        if tag >= 0x80:
+            tag, i = _varint(buf, entry)
+        wire = tag & 7
+        if wire == _LEN:
+            length = buf[i] if i < end else 0x80
+            if length < 0x80:
+                i += 1
+            else:
+                length, i = _varint(buf, i)
+            if i + length > end:
+                raise _Malformed
+            append((tag >> 3, entry, i, i + length))
+            i += length
+        elif wire == 0:
+            _, i = _varint(buf, i)
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise _Malformed
+    if i != end:
+        raise _Malformed
+    return out
+
+
+def _entry(number: int, payload: bytes) -> bytes:
+    n = len(payload)
+    return _BYTES[number << 3 | _LEN] + (_BYTES[n] if n < 0x80 else _encode_varint(n)) + payload
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    return _encode_varint(number << 3) + _encode_varint(value)
+
+
+def is_stub(tensor: onnx.TensorProto) -> bool:
+    return (tensor.data_location == onnx.TensorProto.EXTERNAL and len(tensor.external_data) > 0
+            and tensor.external_data[0].value == PLACEHOLDER)
+
+
+# A stub's fields after its name (TensorProto.external_data = 13, data_location = 14).
+_STUB_TAIL = (_entry(13, onnx.StringStringEntryProto(key="location", value=PLACEHOLDER).SerializeToString())
+              + _varint_field(14, onnx.TensorProto.EXTERNAL))
+
+
+def _shape_bytes(data_type: int, dims: tuple[int, ...]) -> tuple[bytes, bytes]:
+    """A stub's fields before its name (dims = 1, data_type = 2) and a graph input's
+    type field of that type and shape (ValueInfoProto.type = 2)."""
+    stub = b"".join(_varint_field(1, d & (2**64 - 1)) for d in dims) + _varint_field(2, data_type)
+    tp = onnx.TypeProto()
+    tp.tensor_type.elem_type = data_type
+    shape = tp.tensor_type.shape
+    for d in dims:
+        shape.dim.add().dim_value = d
+    return stub, _entry(2, tp.SerializeToString())
+
+
+@dataclass
+class Weights:
+    """The held weights of one model file: where each one's TensorProto is in ``data``."""
+
+    data: bytes
+    # name -> where its initializer entry starts, and its TensorProto's span
+    spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def tensor(self, name: str) -> onnx.TensorProto:
+        """The weight itself, parsed (a copy)."""
+        _, start, end = self.spans[name]
+        return onnx.TensorProto.FromString(memoryview(self.data)[start:end])
+
+    def restore(self, proto: onnx.ModelProto) -> None:
+        """Put every held weight back into ``proto``'s main graph in place of its stub (for
+        the passes that convert the whole model)."""
+        view = memoryview(self.data)
+        for t in proto.graph.initializer:
+            if is_stub(t) and t.name in self.spans:
+                _, start, end = self.spans[t.name]
+                t.ParseFromString(view[start:end])
+
+    def serialized(self, proto: onnx.ModelProto) -> list[bytes | memoryview]:
+        """``proto`` serialized (deterministically), each stub replaced by its weight's
+        bytes from the file: pieces to write one after another. The initializers are
+        serialized in their list's order, which is how their entries are matched."""
+        held = [t.name if is_stub(t) else None for t in proto.graph.initializer]
+        raw = proto.SerializeToString(deterministic=True)
+        out, view = memoryview(raw), memoryview(self.data)
+        try:
+            graph = [f for f in _fields(raw, 0, len(raw)) if f[0] == _GRAPH]
+            if len(graph) != 1:
+                raise _Malformed
+            _, g_entry, g_start, g_end = graph[0]
+            inits = [f for f in _fields(raw, g_start, g_end) if f[0] == _INITIALIZER]
+        except _Malformed:
+            raise AssertionError("seqlower's own serialization did not read back") from None
+        if len(inits) != len(held):
+            raise AssertionError("the initializers did not serialize one entry each (internal error)")
+        # The weights' entries are copied as the file has them, runs of neighbours at once.
+        pieces: list[bytes | memoryview] = []
+        at = g_start
+        run: list[int] = []  # [start, end] in the file of the run being gathered
+        for name, (_, entry, _, end) in zip(held, inits):
+            if name is None:
+                continue
+            if name not in self.spans:
+                raise AssertionError(f"initializer {name!r} refers to a held weight this model does not have")
+            w_entry, _, w_end = self.spans[name]
+            if run and at == entry and run[1] == w_entry:
+                run[1] = w_end
+            else:
+                if run:
+                    pieces.append(view[run[0]:run[1]])
+                pieces.append(out[at:entry])
+                run = [w_entry, w_end]
+            at = end
+        if run:
+            pieces.append(view[run[0]:run[1]])
+        pieces.append(out[at:g_end])
+        size = sum(len(p) for p in pieces)
+        return [out[:g_entry], _encode_varint(_GRAPH << 3 | _LEN) + _encode_varint(size), *pieces, out[g_end:]]
+
+
+@dataclass
+class Held:
+    proto: onnx.ModelProto  # the model, each held weight a stub
+    skeleton: onnx.ModelProto  # the model, each held weight a typed graph input (no stubs)
+    weights: Weights
+    # (Every main-graph initializer, held or not, was checked as it was read.)
+    # Main-graph nodes whose every string is UTF-8 text, read off their bytes: a node's
+    # fields are tags and lengths under 0x80 around its strings' bytes (one-byte lengths;
+    # a longer one makes the test fail, never pass wrongly), so the node's bytes decode as
+    # UTF-8 exactly when its strings do (attributes' binary fields make it fail too).
+    plain_nodes: set[int]
+
+
+def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) -> Held | None:
+    """Parse a serialized model with its big main-graph initializers held (see the module's
+    doc). ``check_tensor(t)`` checks each held weight once, parsed. None when nothing is
+    big enough to hold, or the bytes are not laid out the way this reads them (the graph
+    field repeated, groups, external or segmented weights); the caller then parses them
+    whole."""
+    view = memoryview(data)
+    try:
+        graph = [f for f in _fields(data, 0, len(data)) if f[0] == _GRAPH]
+        if len(graph) != 1:
+            return None
+        _, g_entry, g_start, g_end = graph[0]
+        weights = Weights(data)
+        light: list[bytes | memoryview] = []
+        skel: list[bytes | memoryview] = []
+        inputs: list[bytes] = []
+        at = g_start
+        shapes: dict[tuple[int, tuple[int, ...]], tuple[bytes, bytes]] = {}
+        plain: set[int] = set()
+        nodes = 0
+        for number, entry, start, end in _fields(data, g_start, g_end):
+            if number == _NODE:
+                try:
+                    str(view[start:end], "utf-8")
+                    plain.add(nodes)
+                except UnicodeDecodeError:
+                    pass
+                nodes += 1
+                continue
+            if number != _INITIALIZER:
+                continue
+            # Every main-graph initializer is checked here, once: the model's own checks
+            # then pass over them.
+            t = onnx.TensorProto.FromString(view[start:end])
+            if t.data_location == onnx.TensorProto.EXTERNAL or t.name in weights.spans or t.HasField("segment"):
+                return None  # the reader's own checks and messages apply
+            check_tensor(t)
+            if end - start <= HELD_BYTES:
+                continue
+            weights.spans[t.name] = (entry, start, end)
+            key = (t.data_type, tuple(t.dims))
+            if key not in shapes:
+                shapes[key] = _shape_bytes(*key)
+            stub_head, type_entry = shapes[key]
+            name = t.name.encode()
+            name_entry = _entry(8, name)
+            skel.append(view[at:entry])
+            # (by hand: protobuf's messages cost 10 us a weight, a third of a second on a 40k-node model)
+            inputs.append(_entry(_INPUT, b"\x0a" + name_entry[1:] + type_entry))
+            light += [view[at:entry], _entry(_INITIALIZER, stub_head + name_entry + _STUB_TAIL)]
+            at = end
+        if not weights.spans:
+            return None
+        light.append(view[at:g_end])
+        skel.append(view[at:g_end])
+    except _Malformed:
+        return None
+    proto = _parse_with_graph(view[:g_entry], light, view[g_end:])
+    declared = {v.name for v in proto.graph.input}
+    # Weights that are graph inputs too (IR < 4) are typed there already.
+    skel += [e for e, name in zip(inputs, weights.spans) if name not in declared]
+    skeleton = _parse_with_graph(view[:g_entry], skel, view[g_end:])
+    return Held(proto, skeleton, weights, plain)
+
+
+def _typed_input(t: onnx.TensorProto) -> bytes:
+    vi = onnx.ValueInfoProto(name=t.name)
+    tt = vi.type.tensor_type
+    tt.elem_type = t.data_type
+    dims = tt.shape.dim
+    for d in t.dims:
+        dims.add().dim_value = d
+    return vi.SerializeToString()
+
+
+def _parse_with_graph(before: memoryview, graph: list[bytes | memoryview], after: memoryview) -> onnx.ModelProto:
+    return onnx.ModelProto.FromString(b"".join([before, _entry(_GRAPH, b"".join(graph)), after]))

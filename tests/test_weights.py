@@ -1,0 +1,163 @@
+"""seqlower.weights: the main graph's weights held out of the parsed model and written back
+from the file's bytes, through ``seqlower lower`` end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from seqlower.cli import main
+from seqlower.errors import ModelError
+from seqlower.model_check import check_weight
+from seqlower.model_io import read_model_held, read_model_proto
+from seqlower.weights import HELD_BYTES, hold_weights, is_stub
+from tests.helpers import FLOAT, model, seq, t
+
+
+def _weight(name: str, rows: int = 16, seed: int = 0) -> onnx.TensorProto:
+    rng = np.random.default_rng(seed)
+    return numpy_helper.from_array(rng.standard_normal((rows, 16)).astype(np.float32), name)
+
+
+def mlp_with_split(blocks: int = 4, *, boundary_sequence: bool = False) -> onnx.ModelProto:
+    """MatMul blocks with big weights, a SplitToSequence -> ConcatFromSequence pair in the
+    middle, small constants between the weights (kept parsed), a doc string on a weight."""
+    nodes, inits, prev = [], [], "x"
+    for b in range(blocks):
+        w = _weight(f"w{b}", seed=b)
+        if b == 1:
+            w.doc_string = "a weight with a doc string"
+        inits += [w, numpy_helper.from_array(np.array([b], np.int64), f"small{b}")]
+        nodes.append(helper.make_node("MatMul", [prev, f"w{b}"], [f"h{b}"], name=f"mm{b}"))
+        prev = f"h{b}"
+        if b == blocks // 2:
+            inits.append(numpy_helper.from_array(np.array([6, 10], np.int64), "halves"))
+            nodes += [helper.make_node("SplitToSequence", [prev, "halves"], ["parts"], axis=1),
+                      helper.make_node("ConcatFromSequence", ["parts"], ["joined"], axis=1)]
+            prev = "joined"
+    outputs = [t("y", FLOAT, ["batch", 16])]
+    nodes.append(helper.make_node("Relu", [prev], ["y"]))
+    if boundary_sequence:  # a sequence-typed graph output: the region way does not apply
+        nodes.append(helper.make_node("SplitToSequence", ["y"], ["rows"], axis=0))
+        outputs.append(seq("rows", FLOAT, [1, 16]))
+    return model(nodes, [t("x", FLOAT, ["batch", 16])], outputs, initializer=inits)
+
+
+def _held(m: onnx.ModelProto):
+    held = hold_weights(m.SerializeToString(), lambda t: check_weight(t, "m"))
+    assert held is not None
+    return held
+
+
+def test_weights_are_stubs_and_write_back_to_the_same_bytes():
+    m = mlp_with_split()
+    data = m.SerializeToString(deterministic=True)
+    held = _held(m)
+    stubs = [i for i in held.proto.graph.initializer if is_stub(i)]
+    assert sorted(s.name for s in stubs) == ["w0", "w1", "w2", "w3"]
+    # A stub has the weight's name, type and shape, and no data.
+    assert all(s.data_type == TensorProto.FLOAT and list(s.dims) == [16, 16] and not s.raw_data for s in stubs)
+    # Small constants stay parsed, with their values.
+    assert numpy_helper.to_array(next(i for i in held.proto.graph.initializer if i.name == "halves")).tolist() == [6, 10]
+    # The skeleton types the weights as graph inputs and holds no stub.
+    assert {v.name for v in held.skeleton.graph.input} >= {"w0", "w1", "w2", "w3"}
+    assert not any(is_stub(i) for i in held.skeleton.graph.initializer)
+    assert b"".join(held.weights.serialized(held.proto)) == data
+    held.weights.restore(held.proto)
+    assert held.proto.SerializeToString(deterministic=True) == data
+
+
+def test_small_models_are_not_held():
+    small = model([helper.make_node("Add", ["x", "b"], ["y"])], [t("x", FLOAT, [4])], [t("y", FLOAT, [4])],
+                  initializer=[numpy_helper.from_array(np.ones(4, np.float32), "b")])
+    assert hold_weights(small.SerializeToString(), lambda t: None) is None
+    assert HELD_BYTES >= 4 * 4
+
+
+def test_a_lost_stub_is_an_internal_error_not_a_broken_file():
+    held = _held(mlp_with_split())
+    held.proto.graph.initializer[0].name = "renamed"
+    with pytest.raises(AssertionError, match="held weight"):
+        held.weights.serialized(held.proto)
+
+
+def _lower(tmp_path, m: onnx.ModelProto, *extra: str) -> tuple[int, bytes]:
+    src, dst = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    src.write_bytes(m.SerializeToString())
+    code = main(["lower", str(src), "-o", str(dst), "--verify", "-q", *extra])
+    return code, dst.read_bytes() if dst.exists() else b""
+
+
+def test_region_way_keeps_the_weights_bytes_and_the_numbers(tmp_path):
+    m = mlp_with_split()
+    code, out = _lower(tmp_path, m)
+    assert code == 0  # --verify: the executor found the same numbers
+    lowered = onnx.load_from_string(out)
+    assert not {"SplitToSequence", "ConcatFromSequence"} & {n.op_type for n in lowered.graph.node}
+    # Every weight is there, byte for byte (doc string included), none of them a stub.
+    by_name = {i.name: i for i in lowered.graph.initializer}
+    for w in m.graph.initializer:
+        if w.name.startswith("w"):
+            assert by_name[w.name].SerializeToString() == w.SerializeToString()
+    assert not any(is_stub(i) for i in lowered.graph.initializer)
+    # Lowering the output again changes nothing.
+    code, again = _lower(tmp_path, lowered)
+    assert code == 0 and again == out
+
+
+def test_whole_model_way_restores_the_weights(tmp_path):
+    m = mlp_with_split(boundary_sequence=True)
+    code, out = _lower(tmp_path, m)
+    assert code == 0
+    lowered = onnx.load_from_string(out)
+    by_name = {i.name: i for i in lowered.graph.initializer}
+    for w in m.graph.initializer:
+        if w.name.startswith("w"):
+            np.testing.assert_array_equal(numpy_helper.to_array(by_name[w.name]), numpy_helper.to_array(w))
+    assert not any(is_stub(i) for i in lowered.graph.initializer)
+
+
+def test_held_model_reads_as_the_whole_one(tmp_path):
+    m = mlp_with_split()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    types_held: dict = {}
+    types_whole: dict = {}
+    proto, weights = read_model_held(path, types=types_held)
+    whole = read_model_proto(path, load_external_data=False, types=types_whole)
+    assert weights is not None
+    assert types_held.keys() == types_whole.keys()
+    weights.restore(proto)
+    assert proto.SerializeToString(deterministic=True) == whole.SerializeToString(deterministic=True)
+
+
+def _with(m: onnx.ModelProto, change) -> onnx.ModelProto:
+    change(m)
+    return m
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda m: setattr(m.graph.initializer[0], "raw_data", b"\0" * 1030), "tensor 'w0' holds 1030 bytes of data"),
+    (lambda m: m.graph.initializer[2].dims.__setitem__(0, 15), "tensor 'w1' holds 1024 bytes of data; its shape [15, 16]"),
+    (lambda m: setattr(m.graph.initializer[2], "data_type", 99), "element type 99"),
+])
+def test_a_bad_weight_is_named_one_line_exit_2(tmp_path, capsys, change, says):
+    code, out = _lower(tmp_path, _with(mlp_with_split(), change))
+    assert code == 2 and out == b""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
+def test_text_that_is_not_utf8_is_found_among_held_weights(tmp_path, capsys):
+    # A node's name (field 3), a held weight's name (field 8).
+    for old, new in ((b"\x1a\x03mm2", b"\x1a\x03m\xef\x28"), (b"\x42\x02w3", b"\x42\x02\xef\x28")):
+        data = mlp_with_split().SerializeToString()
+        assert data.count(old) == 1
+        src = tmp_path / "m.onnx"
+        src.write_bytes(data.replace(old, new))
+        code = main(["lower", str(src), "-o", str(tmp_path / "o.onnx"), "-q"])
+        assert code == 2 and "is not UTF-8 text" in capsys.readouterr().err
+        with pytest.raises(ModelError, match="not UTF-8"):
+            read_model_held(src)
