@@ -59,7 +59,13 @@ _DATA_PROP_DIM_LIMIT = 1 << 30
 
 
 def _huge_dim(proto: onnx.ModelProto) -> bool:
-    return any(d.dim_value > _DATA_PROP_DIM_LIMIT for v in value_infos(proto) for d in _dims(v.type))
+    for v in value_infos(proto):
+        tp = v.type
+        # (a tensor's dims read directly: a skeleton types tens of thousands of weights)
+        for d in (tp.tensor_type.shape.dim if tp.HasField("tensor_type") else _dims(tp)):
+            if d.dim_value > _DATA_PROP_DIM_LIMIT:
+                return True
+    return False
 
 
 def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.ModelProto:

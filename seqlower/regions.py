@@ -168,34 +168,40 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     if any(t.data_location == onnx.TensorProto.EXTERNAL and not is_stub(t) for t in g.initializer):
         return None
     nodes = list(g.node)
+    # Each node's fields read once (a protobuf field read costs a wrapper; a big graph is
+    # tens of thousands of nodes): the passes below are set tests on these.
+    kinds = [(n.op_type, n.domain, bool(n.attribute)) for n in nodes]
+    outs = [tuple(n.output) for n in nodes]
     region: set[int] = set()
     outer: dict[int, set[str]] = {}  # nodes with subgraphs: every name they read
-    for i, n in enumerate(nodes):
-        if n.attribute and subgraphs_of(n):
+    for i, (op, domain, attributed) in enumerate(kinds):
+        n = nodes[i]
+        if attributed and subgraphs_of(n):
             outer[i] = outer_reads(n)
-        if n.op_type in relevant and n.domain in _DEFAULT or n.domain == "ai.onnx.ml" and n.op_type in _ML_OPS:
+        if op in relevant and domain in _DEFAULT or domain == "ai.onnx.ml" and op in _ML_OPS:
             region.add(i)
-        elif n.op_type == "Loop" and _string_scans(n):
+        elif op == "Loop" and _string_scans(n):
             region.add(i)
         elif i in outer and _is_relevant(n, relevant):
             region.add(i)
     if not region:
         return None
+    reads = [outer[i] if i in outer else tuple(n.input) for i, n in enumerate(nodes)]
     # A value from the region reaches further through ops that carry sequences.
-    frontier = {o for i in region for o in nodes[i].output if o}
+    carriers = [i for i, (op, domain, _) in enumerate(kinds) if domain not in _DEFAULT or op in _CARRIERS]
+    frontier = {o for i in region for o in outs[i] if o}
     while frontier:
         grown: set[str] = set()
-        for i, n in enumerate(nodes):
-            if i not in region and (n.domain not in _DEFAULT or n.op_type in _CARRIERS) and not (
-                    frontier.isdisjoint(n.input) and frontier.isdisjoint(outer.get(i, ()))):
+        for i in carriers:
+            if i not in region and not frontier.isdisjoint(reads[i]):
                 region.add(i)
-                grown.update(o for o in n.output if o)
+                grown.update(o for o in outs[i] if o)
         frontier = grown
     order = sorted(region)
-    defined = {o for i in order for o in nodes[i].output if o}
+    defined = {o for i in order for o in outs[i] if o}
     inputs: list[str] = []
     for i in order:
-        for x in (outer[i] if i in outer else nodes[i].input):
+        for x in reads[i]:
             if x and x not in defined and x not in inputs:
                 inputs.append(x)
     wanted = set(inputs)
@@ -205,25 +211,26 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     constant_nodes: dict[str, onnx.NodeProto] = {}
     constant_at: dict[str, int] = {}
     shared: set[str] = set()  # inputs of the region that the rest of the model reads too
-    for i, n in enumerate(nodes):
+    for i, made in enumerate(outs):
         if i in region:
             continue
-        reserved.update(n.output)
-        if not wanted.isdisjoint(n.output):
-            if n.op_type == "Constant" and n.domain in _DEFAULT and not n.input:
+        reserved.update(made)
+        if not wanted.isdisjoint(made):
+            n = nodes[i]
+            if kinds[i][0] == "Constant" and kinds[i][1] in _DEFAULT and not n.input:
                 # Comes along as a constant: a place after it only if the lowering reads it.
-                constant_nodes[n.output[0]] = n
-                constant_at[n.output[0]] = i
+                constant_nodes[made[0]] = n
+                constant_at[made[0]] = i
             else:
                 last_producer = i
-        reads = outer.get(i, n.input)
-        if not defined.isdisjoint(reads):
-            read_outside.update(defined.intersection(reads))
+        r = reads[i]
+        if not defined.isdisjoint(r):
+            read_outside.update(defined.intersection(r))
             first_reader = min(first_reader, i)
-        if not wanted.isdisjoint(reads):
-            shared.update(wanted.intersection(reads))
+        if not wanted.isdisjoint(r):
+            shared.update(wanted.intersection(r))
         if i in outer:
-            reserved |= _inner_names(n)
+            reserved |= _inner_names(nodes[i])
     outputs = [o for i in order for o in nodes[i].output if o in read_outside]
 
     types: dict[str, onnx.TypeProto] = {}

@@ -161,3 +161,21 @@ def test_text_that_is_not_utf8_is_found_among_held_weights(tmp_path, capsys):
         assert code == 2 and "is not UTF-8 text" in capsys.readouterr().err
         with pytest.raises(ModelError, match="not UTF-8"):
             read_model_held(src)
+
+
+def test_to_stdout_and_without_sequences(tmp_path, capfdbinary):
+    m = mlp_with_split()
+    src = tmp_path / "m.onnx"
+    src.write_bytes(m.SerializeToString())
+    assert main(["lower", str(src), "-o", "-", "-q"]) == 0
+    piped = capfdbinary.readouterr().out
+    assert main(["lower", str(src), "-o", str(tmp_path / "o.onnx"), "-q"]) == 0
+    assert piped == (tmp_path / "o.onnx").read_bytes()
+    # A model without sequences, held, for targets whose checks read initializers: written as it was.
+    plain = model([helper.make_node("MatMul", ["x", "w0"], ["h"]), helper.make_node("Reshape", ["h", "s"], ["y"])],
+                  [t("x", FLOAT, [4, 16])], [t("y", FLOAT, [8, 8])],
+                  initializer=[_weight("w0"), numpy_helper.from_array(np.array([8, 8], np.int64), "s")])
+    src.write_bytes(plain.SerializeToString(deterministic=True))
+    for target in ("tvm", "openvino", "onnxruntime"):
+        assert main(["lower", str(src), "-o", str(tmp_path / "o.onnx"), "-q", "--target", target]) == 0
+        assert (tmp_path / "o.onnx").read_bytes() == src.read_bytes()
