@@ -46,6 +46,9 @@ _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
 # Target quirks whose rewrites run over every node, not only sequence ones.
 _WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output"})
+# A splice that removes and inserts at most this many nodes edits the node list in place;
+# more, and one rebuilt list is cheaper than that many shifts.
+_IN_PLACE = 512
 # Constants at most this big are copied into the sub-model as initializers (the folds
 # read split sizes, positions, shapes); bigger ones are typed graph inputs.
 _SMALL_BYTES = 1 << 16
@@ -145,6 +148,9 @@ class Region:
     first_reader: int = 0  # the first node outside the region that reads one of its outputs
     constant_nodes: dict[str, int] = field(default_factory=dict)  # inputs from Constant nodes: where
     own_constants: set[str] = field(default_factory=set)  # constants only the region reads
+    # What each main-graph node reads (its subgraphs' outer reads included), by index:
+    # the splice finds the readers to rename here.
+    reads: list[tuple[str, ...] | set[str]] = field(default_factory=list)
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
@@ -282,7 +288,7 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     sub.graph.CopyFrom(sub_graph)
     shared.update(v.name for v in g.output)
     return Region(sub, order, inputs, outputs, constants, reserved - set(inputs), last_producer, first_reader,
-                  {k: v for k, v in constant_at.items() if k in constants}, constants - shared)
+                  {k: v for k, v in constant_at.items() if k in constants}, constants - shared, reads)
 
 
 def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
@@ -382,18 +388,29 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     # Where the region began, unless an input is made later: the untouched nodes keep their
     # order around it, and lowering the output again puts everything where it was.
     at = max(region.nodes[0], last_producer + 1)
-    kept_before = [n for i, n in enumerate(nodes) if i not in in_region and i < at]
-    kept_after = [n for i, n in enumerate(nodes) if i not in in_region and i >= at]
-    region_nodes = _bypass_identities(lg, set(region.outputs) - {v.name for v in g.output}, kept_after)
+    rename, region_nodes = _bypass_identities(lg, set(region.outputs) - {v.name for v in g.output})
+    if rename:
+        for i in range(at, len(nodes)):
+            if i not in in_region and not rename.keys().isdisjoint(region.reads[i]):
+                _rename_reads(nodes[i], rename)
     bypassed = {n.output[0] for n in lg.node if n.op_type == "Identity"} - {o for n in region_nodes for o in n.output}
     # Constants only the region read, which its lowering no longer reads, go with it.
     dropped = region.own_constants - reads
-    if dropped:
-        kept_before = [n for n in kept_before if not (n.op_type == "Constant" and n.output[0] in dropped)]
-        kept_after = [n for n in kept_after if not (n.op_type == "Constant" and n.output[0] in dropped)]
-    new_nodes = [*kept_before, *region_nodes, *kept_after]
-    del g.node[:]
-    g.node.extend(new_nodes)
+    old = {o for i in region.nodes for o in nodes[i].output} | {n for i in region.nodes for n in _inner_names(nodes[i])}
+    remove = sorted(in_region | {region.constant_nodes[x] for x in dropped if x in region.constant_nodes})
+    if len(remove) + len(region_nodes) <= _IN_PLACE:
+        # In place: the untouched nodes are not copied (a rebuilt list copies every node).
+        place = at - sum(1 for i in remove if i < at)
+        for i in reversed(remove):
+            del g.node[i]
+        for k, n in enumerate(region_nodes):
+            g.node.insert(place + k, n)
+    else:
+        gone = set(remove)
+        new_nodes = [*(n for i, n in enumerate(nodes) if i not in gone and i < at), *region_nodes,
+                     *(n for i, n in enumerate(nodes) if i not in gone and i >= at)]
+        del g.node[:]
+        g.node.extend(new_nodes)
     if dropped and any(t.name in dropped for t in g.initializer):
         kept_inits = [t for t in g.initializer if t.name not in dropped]
         del g.initializer[:]
@@ -409,7 +426,6 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
         if v.name in lowered_types and v.type != lowered_types[v.name]:
             v.type.CopyFrom(lowered_types[v.name])
     # An entry the lowering still types keeps its place, so lowering again changes nothing.
-    old = {o for i in region.nodes for o in nodes[i].output} | {n for i in region.nodes for n in _inner_names(nodes[i])}
     skip = {v.name for v in g.output} | bypassed | {t.name for t in g.initializer} | region.constants
     new = {v.name: v for v in (*lg.value_info, *lg.output) if v.name not in skip and v.type.WhichOneof("value")}
     keep = [new.pop(v.name, v) for v in g.value_info if v.name not in old or v.name in new]
@@ -424,10 +440,10 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     return model
 
 
-def _bypass_identities(lowered: onnx.GraphProto, internal: set[str], readers: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+def _bypass_identities(lowered: onnx.GraphProto, internal: set[str]) -> tuple[dict[str, str], list[onnx.NodeProto]]:
     """The lowered region's nodes without the Identities that only hand a value to the rest
-    of the model under its old name (a Split/Concat pair that cancels out leaves one):
-    the readers (``readers``, changed in place) read the value itself."""
+    of the model under its old name (a Split/Concat pair that cancels out leaves one), and
+    the renaming the readers of those names take to read the value itself."""
     rename: dict[str, str] = {}
     kept: list[onnx.NodeProto] = []
     for n in lowered.node:
@@ -435,10 +451,7 @@ def _bypass_identities(lowered: onnx.GraphProto, internal: set[str], readers: li
             rename[n.output[0]] = rename.get(n.input[0], n.input[0])
         else:
             kept.append(n)
-    if rename:
-        for n in readers:
-            _rename_reads(n, rename)
-    return kept
+    return rename, kept
 
 
 def _rename_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:

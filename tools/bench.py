@@ -201,14 +201,16 @@ QUICK_LATENCY = {"chain": (100, 1_000), "edits": (100, 1_000), "sparse": (2_002,
 CHILD = {
     "idle": "import onnx, onnx_ir, onnxscript, seqlower.pipeline",
     # What the imports hoisted out of the "seqlower" child cost (timed, not hoisted).
-    "startup": "for m in ('seqlower.cli', 'seqlower.cli.lower', 'seqlower.cli.verify', 'seqlower.pipeline'): __import__(m)",
+    "startup": ("for m in ('seqlower.cli', 'seqlower.cli.lower', 'seqlower.cli.verify', 'seqlower.pipeline',"
+                " 'onnxscript.optimizer'): __import__(m)"),
     "load+save": "import onnx\nm = onnx.load(SRC)\nonnx.save(m, DST)",
     "onnxscript": ("import onnx, onnxscript.optimizer\nm = onnx.load(SRC)\n"
                    "m = onnxscript.optimizer.optimize(m)\nonnx.save(m, DST)"),
     # The modules ``lower`` imports when it runs, imported before the clock starts as the
     # other children import theirs: the work, not the interpreter's start-up, is measured
     # (start-up is its own row).
-    "seqlower": ("from seqlower.cli import main\nimport seqlower.cli.lower, seqlower.cli.verify, seqlower.pipeline\n"
+    "seqlower": ("from seqlower.cli import main\n"
+                 "import onnxscript.optimizer, seqlower.cli.lower, seqlower.cli.verify, seqlower.pipeline\n"
                  "assert main(['lower', SRC, '-o', DST, '-q']) == 0"),
 }
 
