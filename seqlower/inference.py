@@ -32,11 +32,15 @@ _WINDOWED_WORK = 4_000_000
 
 
 def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mode: bool = False,
-                 data_prop: bool = False, window: int | None = None) -> onnx.ModelProto:
+                 data_prop: bool = False, window: int | None = None,
+                 dims_from: onnx.ModelProto | None = None) -> onnx.ModelProto:
     """``onnx.shape_inference.infer_shapes``, in windows of ``window`` main-graph nodes when
     the graph is big and holds many subgraphs (``window`` forces it: tests). ``data_prop``
-    is dropped for a model that declares a dim past ``_DATA_PROP_DIM_LIMIT``."""
-    if data_prop and _huge_dim(proto):
+    is dropped for a model that declares a dim past ``_DATA_PROP_DIM_LIMIT``, in ``proto``
+    or in ``dims_from`` instead when given (a skeleton's model: its weights are stubs, not
+    the tens of thousands of typed graph inputs the skeleton has for them, whose dims are
+    the weights' own)."""
+    if data_prop and _huge_dim(dims_from if dims_from is not None else proto):
         # onnx's data propagation through a Loop whose trip count it computes from such a
         # dim allocates without bound (a mutated dim of 2**31: 6 GB, then bad_alloc).
         data_prop = False

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import onnx
@@ -26,7 +26,7 @@ from seqlower.map_types import restore_map_types
 from seqlower.protos import ELEMENT_BYTES, copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
 from seqlower.weights import PLACEHOLDER, Held
 
-__all__ = ["PROTOBUF_LIMIT", "check_model", "check_proto", "check_structure", "check_types", "check_weight", "skeleton",
+__all__ = ["PROTOBUF_LIMIT", "InferredTypes", "check_model", "check_proto", "check_structure", "check_types", "check_weight", "skeleton",
            "sort_nodes", "weightless_proto"]
 
 # Protobuf refuses messages of 2 GiB; leave room for the graph around the weights.
@@ -51,17 +51,17 @@ def _first_line(e: BaseException) -> str:
 
 
 def check_proto(proto: onnx.ModelProto, label: str, base_dir: str | None, *, full: bool = False,
-                 what: str = "invalid model") -> list[str]:
+                 what: str = "invalid model", main_nodes: list[int] | None = None) -> list[str]:
     """onnx's checker (and with ``full`` its strict shape inference) with external data
     resolved against ``base_dir``, whatever the working directory, and without reading
     weights (see ``_weights_as_placeholders``).
 
     Returns the warnings for what is accepted although the checker refuses it.
-    Raises ModelError for anything else.
+    Raises ModelError for anything else. ``main_nodes``: see ``iter_tensor_protos``.
     """
     found: list[str] = []
     shapeless: list[onnx.ValueInfoProto] = []
-    with _weights_as_placeholders(proto, base_dir) as check:
+    with _weights_as_placeholders(proto, base_dir, main_nodes) as check:
         try:
             # Each pass accepts one complaint and checks again, as the checker stops at
             # its first: nodes out of order (sorted), then shapeless boundary values.
@@ -161,7 +161,8 @@ _PLACEHOLDER = PLACEHOLDER
 
 
 @contextlib.contextmanager
-def _weights_as_placeholders(proto: onnx.ModelProto, base_dir: str | None) -> Iterator[Callable[[onnx.ModelProto, bool], None]]:
+def _weights_as_placeholders(proto: onnx.ModelProto, base_dir: str | None, main_nodes: list[int] | None = None,
+                             ) -> Iterator[Callable[[onnx.ModelProto, bool], None]]:
     """Yields a checker for ``proto`` that reads no weights and needs no file of the
     model's: for the duration, small external tensors are made inline with their data
     (shape inference reads constant shapes, axes and sizes), and every other external
@@ -172,7 +173,7 @@ def _weights_as_placeholders(proto: onnx.ModelProto, base_dir: str | None) -> It
     longest = 0
     tmp: str | None = None
     try:
-        for tensor in iter_tensor_protos(proto):
+        for tensor in iter_tensor_protos(proto, main_nodes=main_nodes):
             if tensor.data_location != onnx.TensorProto.EXTERNAL:
                 continue
             info = [(e.key, e.value) for e in tensor.external_data]
@@ -309,17 +310,55 @@ def _stored_bytes(t: onnx.TensorProto) -> int:
     return size if size is not None else t.ByteSize()
 
 
-def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypeProto] | None = None) -> None:
+class InferredTypes(Mapping[str, onnx.TypeProto]):
+    """What ``check_types`` found for the main graph's values, read off inference's result
+    when asked: the region cut asks for a few of tens of thousands."""
+
+    def __init__(self) -> None:
+        self._values: list[onnx.ValueInfoProto] = []
+        self._index: dict[str, onnx.ValueInfoProto] | None = None
+
+    def found(self, graph: onnx.GraphProto) -> None:
+        self._values = [*graph.value_info, *graph.output]
+        self._index = None
+
+    def _by_name(self) -> dict[str, onnx.ValueInfoProto]:
+        if self._index is None:
+            self._index = {v.name: v for v in self._values}
+        return self._index
+
+    def __getitem__(self, name: str) -> onnx.TypeProto:
+        v = self._by_name()[name]
+        if v.type.WhichOneof("value") is None:
+            raise KeyError(name)
+        return v.type
+
+    def __contains__(self, name: object) -> bool:
+        v = self._by_name().get(name)  # type: ignore[arg-type]
+        return v is not None and v.type.WhichOneof("value") is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, v in self._by_name().items() if v.type.WhichOneof("value") is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypeProto] | InferredTypes | None = None,
+                dims_from: onnx.ModelProto | None = None) -> None:
     """Type errors the plain checker does not look for (a node fed a sequence where it
     takes a tensor). Not shapes: real exports declare shapes inference disagrees with.
     ``types``, when given, gets the inferred type of every main-graph value (the
-    region cut reads them instead of inferring again)."""
+    region cut reads them instead of inferring again). ``dims_from``: see
+    ``seqlower.inference.infer_shapes``."""
     if proto.ByteSize() > PROTOBUF_LIMIT:
         return  # too big to hand to inference in memory; the passes meet such errors later
     try:
-        inferred = infer_shapes(proto, check_type=True, strict_mode=False,
-                                                     data_prop=types is not None)
-        if types is not None:
+        inferred = infer_shapes(proto, check_type=True, strict_mode=False, data_prop=types is not None,
+                                dims_from=dims_from)
+        if isinstance(types, InferredTypes):
+            types.found(inferred.graph)
+        elif types is not None:
             for v in (*inferred.graph.value_info, *inferred.graph.output):
                 if v.type.WhichOneof("value") is not None:
                     types[v.name] = v.type
@@ -434,7 +473,8 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
                 raise ModelError(f"{label}: {where} has element type {tp.tensor_type.elem_type}, which does not exist")
 
     _check_text_fields(proto, label, held)
-    for tensor in iter_tensor_protos(proto, main_initializers=held is None):
+    attributed = held.attributed if held is not None else None
+    for tensor in iter_tensor_protos(proto, main_initializers=held is None, main_nodes=attributed):
         _check_tensor(tensor, label)
     graphs: list[onnx.GraphProto] = [proto.graph]
     node_lists = [f.node for f in proto.functions]
@@ -443,7 +483,7 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
             g = graphs.pop()
             for v in [*g.input, *g.output, *g.value_info]:
                 type_of(v.type, f"value {v.name!r}")
-            node_lists.append(g.node)
+            node_lists.append([g.node[i] for i in attributed] if g is proto.graph and attributed is not None else g.node)
             continue
         for node in node_lists.pop():
             if not node.attribute and node.op_type != "Constant":

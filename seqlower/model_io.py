@@ -15,7 +15,9 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -26,6 +28,7 @@ from seqlower.irutil import graphs_of
 from seqlower.map_types import MAP_TYPES_KEY, from_proto, restore_map_types
 from seqlower.model_check import (
     PROTOBUF_LIMIT,
+    InferredTypes,
     check_model,
     check_proto,
     check_structure,
@@ -66,9 +69,10 @@ def _label(source: ModelSource) -> str:
     return "<model bytes>" if isinstance(source, bytes) else "<model>"
 
 
-def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: str) -> None:
+def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: str, *,
+                         main_initializers: bool = True, main_nodes: list[int] | None = None) -> None:
     base_real = os.path.realpath(base_dir) if base_dir is not None else None
-    for tensor in iter_tensor_protos(proto):
+    for tensor in iter_tensor_protos(proto, main_initializers=main_initializers, main_nodes=main_nodes):
         if tensor.data_location != onnx.TensorProto.EXTERNAL or is_stub(tensor):
             continue
         info = {e.key: e.value for e in tensor.external_data}
@@ -119,7 +123,7 @@ def read_model_proto(
     return _read(source, load_external_data=load_external_data, check=check, types=types, hold=False)[0]
 
 
-def read_model_held(source: ModelSource, *, types: dict[str, onnx.TypeProto] | None = None,
+def read_model_held(source: ModelSource, *, types: MutableMapping[str, onnx.TypeProto] | InferredTypes | None = None,
                     ) -> tuple[onnx.ModelProto, Weights | None]:
     """``read_model_proto`` (checked, external data not loaded) with the main graph's
     weights held out of the proto (``seqlower.weights``): each stands in it as a stub.
@@ -128,7 +132,7 @@ def read_model_held(source: ModelSource, *, types: dict[str, onnx.TypeProto] | N
     return _read(source, load_external_data=False, check=True, types=types, hold=True)
 
 
-def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: dict[str, onnx.TypeProto] | None,
+def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: Any,
           hold: bool) -> tuple[onnx.ModelProto, Weights | None]:
     label = _label(source)
     base_dir: str | None = None
@@ -173,16 +177,21 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
         raise ModelError(f"{label}: not an ONNX model (no graph)")
     if proto.ir_version <= 0:
         raise ModelError(f"{label}: not an ONNX model (no IR version)")
-    _check_external_data(proto, base_dir, label)
+    # Held weights were read inline from the file (none of the main graph's initializers
+    # is external there, or nothing is held).
+    _check_external_data(proto, base_dir, label, main_initializers=held is None,
+                         main_nodes=held.attributed if held is not None else None)
     if check:
         # The checks read no weights: they run on the skeleton (big weights as typed inputs).
         skel = held.skeleton if held is not None else skeleton(proto)
-        for warning in check_proto(skel, label, base_dir):
+        for warning in check_proto(skel, label, base_dir, main_nodes=held.attributed if held is not None else None):
             warnings.warn(ModelWarning(warning), stacklevel=3)
             if skel is not proto and "topological" in warning:
                 sort_nodes(proto)  # the checker sorted the skeleton's copy of the nodes
+                if held is not None:
+                    held.nodes_moved()
         check_structure(proto, label, held)
-        check_types(skel, label, types)
+        check_types(skel, label, types, dims_from=proto if held is not None else None)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)

@@ -8,6 +8,7 @@ pipeline, so they mix with onnxscript's and PyTorch's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
-from seqlower.regions import RESERVED_NAMES_KEY, cut, has_work, splice
+from seqlower.regions import RESERVED_NAMES_KEY, cut, has_work, node_kinds, splice
 from seqlower.targets import Gap, load_target, lacking_ops, target_gaps
 from seqlower.weights import Weights
 
@@ -199,7 +200,7 @@ def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
 
 def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None = None, *,
                             base_dir: str | None = None, label: str = "<model>",
-                            inferred: dict[str, onnx.TypeProto] | None = None,
+                            inferred: Mapping[str, onnx.TypeProto] | None = None,
                             weights: Weights | None = None) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
     """Lower a checked ModelProto, touching only its sequence region (``seqlower.regions``):
     a model no pass has work in comes back as it is, and a model whose region can be cut
@@ -211,16 +212,17 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     stubs: write it with them)."""
     options = options or LowerOptions()
     target = load_target(options.target)
-    if not has_work(proto, target.lacks, dict(target.quirks)):
+    kinds = node_kinds(proto.graph)
+    if not has_work(proto, target.lacks, dict(target.quirks), kinds):
         report = LowerReport()
         report.gaps = target_gaps(proto, target)
         return proto, report
     # A Loop rewritten for a target without Loop is proven counted (passes/counted_loops)
     # or bounded by --dim-max by tracing its trip count and initial values back to what
     # computes them, which a region cut off from the rest of the model cannot do.
-    loops_traced = "Loop" in target.lacks and any(n.op_type == "Loop" for n in proto.graph.node)
+    loops_traced = "Loop" in target.lacks and any(op == "Loop" for op, _, _ in kinds)
     region = None if options.dim_max or loops_traced else cut(proto, target.lacks, dict(target.quirks), inferred,
-                                                               weights)
+                                                               weights, kinds)
     if region is not None:
         sub = from_proto(region.model, label)
         sub.meta[RESERVED_NAMES_KEY] = region.reserved
@@ -235,7 +237,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
         # The region's gaps are the lowered sub-model's; outside it there is no sequence,
         # only ops the target may lack.
         inside = set(region.nodes)
-        outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target)
+        outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target) \
+            if target.lacks else []
         if splice(proto, region, to_proto(lowered)) is not None:
             report.gaps = [*report.gaps, *outside]
             return proto, report

@@ -4,7 +4,7 @@ the innermost type, a tensor's byte size. Iterative, so deep nesting is no probl
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -14,9 +14,12 @@ import onnx
 __all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "value_infos"]
 
 
-def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True) -> Iterator[onnx.TensorProto]:
+def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True,
+                       main_nodes: Sequence[int] | None = None) -> Iterator[onnx.TensorProto]:
     """Every TensorProto in the model: initializers, Constant values, subgraphs, functions
-    (``main_initializers=False``: but the main graph's initializers).
+    (``main_initializers=False``: but the main graph's initializers; ``main_nodes``: the
+    main graph's nodes to look into, by index, when the others are known to hold no
+    attribute).
 
     Iterative, so thousands of nested subgraphs do not hit Python's recursion limit.
     """
@@ -31,7 +34,7 @@ def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True
             for sp in g.sparse_initializer:
                 yield sp.values
                 yield sp.indices
-            node_lists.append(g.node)
+            node_lists.append([g.node[i] for i in main_nodes] if g is main and main_nodes is not None else g.node)
             continue
         for node in node_lists.pop():
             for attr in node.attribute:

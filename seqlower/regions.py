@@ -20,7 +20,7 @@ lowers the whole model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +32,7 @@ from seqlower.inference import infer_shapes
 from seqlower.protos import outer_reads, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
-__all__ = ["Region", "cut", "splice", "has_work", "relevant_ops", "RESERVED_NAMES_KEY"]
+__all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "RESERVED_NAMES_KEY"]
 
 # model.meta of a region's sub-model: every name the rest of the model uses; the passes'
 # NameAuthority takes none of them, so what a lowering creates never collides on splice.
@@ -121,9 +121,18 @@ def _inner_names(node: onnx.NodeProto) -> set[str]:
     return names
 
 
-def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = ()) -> bool:
+def node_kinds(graph: onnx.GraphProto) -> list[tuple[str, str, bool]]:
+    """(op type, domain, has attributes) of each node of ``graph``: read once for
+    ``has_work`` and ``cut`` (a protobuf field read costs a wrapper; a big graph is tens of
+    thousands of nodes)."""
+    return [(n.op_type, n.domain, bool(n.attribute)) for n in graph.node]
+
+
+def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
+             kinds: list[tuple[str, str, bool]] | None = None) -> bool:
     """Whether any pass has anything to do in ``model``: a relevant op or a non-tensor
-    value anywhere (functions, subgraphs, the boundary)."""
+    value anywhere (functions, subgraphs, the boundary). ``kinds``: ``node_kinds`` of the
+    main graph, when read already."""
     if _WHOLE_MODEL_QUIRKS & set(quirks):
         return True
     relevant = relevant_ops(lacks, quirks)
@@ -133,7 +142,11 @@ def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable
     for f in model.functions:
         if any(_is_relevant(n, relevant) for n in f.node):
             return True
-    return any(_is_relevant(n, relevant) for n in g.node)
+    if kinds is None:
+        return any(_is_relevant(n, relevant) for n in g.node)
+    return any(op in relevant and domain in _DEFAULT or domain == "ai.onnx.ml" and op in _ML_OPS
+               or (attributed or op == "Loop") and _is_relevant(g.node[i], relevant)
+               for i, (op, domain, attributed) in enumerate(kinds))
 
 
 @dataclass
@@ -154,12 +167,14 @@ class Region:
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
-        inferred: dict[str, onnx.TypeProto] | None = None, weights: Weights | None = None) -> Region | None:
+        inferred: Mapping[str, onnx.TypeProto] | None = None, weights: Weights | None = None,
+        kinds: list[tuple[str, str, bool]] | None = None) -> Region | None:
     """The sequence region of ``model``'s main graph as a sub-model, or None when the region
     way does not apply (see the module's doc). ``model`` is not changed. ``inferred``:
     types inference already found for the main graph's values (else the region's inputs
     that the model does not type are inferred on their cone). ``weights``: the weights
     ``model``'s stubs stand for (``seqlower.weights``); the region reads them itself.
+    ``kinds``: ``node_kinds`` of the main graph, when read already.
 
     A few passes over the nodes, each a set test per node: a model of 40,000 nodes is cut
     in a tenth of a second."""
@@ -171,12 +186,13 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
         return None  # the boundary ABI rewrites the model's signature
     if any(_is_relevant(n, relevant) for f in model.functions for n in f.node):
         return None
-    if any(t.data_location == onnx.TensorProto.EXTERNAL and not is_stub(t) for t in g.initializer):
+    # (Held weights: none of the main graph's initializers is external but the stubs.)
+    if weights is None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in g.initializer):
         return None
     nodes = list(g.node)
     # Each node's fields read once (a protobuf field read costs a wrapper; a big graph is
     # tens of thousands of nodes): the passes below are set tests on these.
-    kinds = [(n.op_type, n.domain, bool(n.attribute)) for n in nodes]
+    kinds = kinds if kinds is not None else node_kinds(g)
     outs = [tuple(n.output) for n in nodes]
     region: set[int] = set()
     outer: dict[int, set[str]] = {}  # nodes with subgraphs: every name they read
@@ -243,11 +259,10 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     for v in (*g.input, *g.value_info, *g.output):
         if v.type.WhichOneof("value") is not None:
             types.setdefault(v.name, v.type)
-    initializers = {t.name: t for t in g.initializer if t.name in wanted}
-    for x, t in initializers.items():
-        if is_stub(t) and weights is not None and x in weights.spans:
-            initializers[x] = weights.tensor(x)
-    reserved.update(t.name for t in g.initializer)
+    init_names = [t.name for t in g.initializer]
+    initializers = {x: weights.tensor(x) if weights is not None and x in weights.spans else g.initializer[i]
+                    for i, x in enumerate(init_names) if x in wanted}
+    reserved.update(init_names)
     missing = [x for x in [*inputs, *outputs] if not _full_type(types.get(x)) and x not in initializers]
     if missing and inferred is not None:
         types.update((x, inferred[x]) for x in missing if x in inferred)
@@ -411,12 +426,15 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
                      *(n for i, n in enumerate(nodes) if i not in gone and i >= at)]
         del g.node[:]
         g.node.extend(new_nodes)
-    if dropped and any(t.name in dropped for t in g.initializer):
+    have = {t.name for t in g.initializer}
+    if not dropped.isdisjoint(have):
         kept_inits = [t for t in g.initializer if t.name not in dropped]
         del g.initializer[:]
         g.initializer.extend(kept_inits)
-    have = {t.name for t in g.initializer}
-    g.initializer.extend(t for t in lg.initializer if t.name not in have and t.name not in region.constants)
+        have -= dropped
+    added = [t for t in lg.initializer if t.name not in have and t.name not in region.constants]
+    g.initializer.extend(added)
+    have.update(t.name for t in added)
     # Value infos: the region's old ones go (sequence types the lowering removed), the
     # lowered sub-model's come in.
     # A model output the region makes is declared as the lowering declares it (a declared
@@ -426,7 +444,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
         if v.name in lowered_types and v.type != lowered_types[v.name]:
             v.type.CopyFrom(lowered_types[v.name])
     # An entry the lowering still types keeps its place, so lowering again changes nothing.
-    skip = {v.name for v in g.output} | bypassed | {t.name for t in g.initializer} | region.constants
+    skip = {v.name for v in g.output} | bypassed | have | region.constants
     new = {v.name: v for v in (*lg.value_info, *lg.output) if v.name not in skip and v.type.WhichOneof("value")}
     keep = [new.pop(v.name, v) for v in g.value_info if v.name not in old or v.name in new]
     keep.extend(new.values())

@@ -144,6 +144,8 @@ class Weights:
     data: bytes
     # name -> where its initializer entry starts, and its TensorProto's span
     spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # name -> its stub's initializer entry (tag, length, TensorProto), in the graph's order
+    stubs: dict[str, bytes] = field(default_factory=dict)
 
     def tensor(self, name: str) -> onnx.TensorProto:
         """The weight itself, parsed (a copy)."""
@@ -161,30 +163,31 @@ class Weights:
 
     def serialized(self, proto: onnx.ModelProto) -> list[bytes | memoryview]:
         """``proto`` serialized (deterministically), each stub replaced by its weight's
-        bytes from the file: pieces to write one after another. The initializers are
-        serialized in their list's order, which is how their entries are matched."""
-        held = [t.name if is_stub(t) else None for t in proto.graph.initializer]
+        bytes from the file: pieces to write one after another.
+
+        A stub serializes to the bytes it was made of (its fields are in protobuf's order),
+        and they hold ``PLACEHOLDER``, which the file did not (``hold_weights`` saw to it):
+        so each stub's entry is found by a byte search, in the order the stubs were made
+        (the graph's initializers keep their order; a dropped one is not found), and the
+        written pieces must hold no placeholder."""
         raw = proto.SerializeToString(deterministic=True)
         out, view = memoryview(raw), memoryview(self.data)
         try:
             graph = [f for f in _fields(raw, 0, len(raw)) if f[0] == _GRAPH]
-            if len(graph) != 1:
-                raise _Malformed
-            _, g_entry, g_start, g_end = graph[0]
-            inits = [f for f in _fields(raw, g_start, g_end) if f[0] == _INITIALIZER]
         except _Malformed:
-            raise AssertionError("seqlower's own serialization did not read back") from None
-        if len(inits) != len(held):
-            raise AssertionError("the initializers did not serialize one entry each (internal error)")
+            graph = []
+        if len(graph) != 1:
+            raise AssertionError("seqlower's own serialization did not read back (internal error)")
+        _, g_entry, g_start, g_end = graph[0]
         # The weights' entries are copied as the file has them, runs of neighbours at once.
         pieces: list[bytes | memoryview] = []
+        kept = [(0, g_entry), (g_end, len(raw))]  # what of ``raw`` is written
         at = g_start
         run: list[int] = []  # [start, end] in the file of the run being gathered
-        for name, (_, entry, _, end) in zip(held, inits):
-            if name is None:
+        for name, stub in self.stubs.items():
+            entry = raw.find(stub, at, g_end)
+            if entry < 0:
                 continue
-            if name not in self.spans:
-                raise AssertionError(f"initializer {name!r} refers to a held weight this model does not have")
             w_entry, _, w_end = self.spans[name]
             if run and at == entry and run[1] == w_entry:
                 run[1] = w_end
@@ -192,11 +195,16 @@ class Weights:
                 if run:
                     pieces.append(view[run[0]:run[1]])
                 pieces.append(out[at:entry])
+                kept.append((at, entry))
                 run = [w_entry, w_end]
-            at = end
+            at = entry + len(stub)
         if run:
             pieces.append(view[run[0]:run[1]])
         pieces.append(out[at:g_end])
+        kept.append((at, g_end))
+        mark = PLACEHOLDER.encode()
+        if any(raw.find(mark, a, b) >= 0 for a, b in kept):
+            raise AssertionError("a held weight's stub lost its place in the graph (internal error)")
         size = sum(len(p) for p in pieces)
         return [out[:g_entry], _encode_varint(_GRAPH << 3 | _LEN) + _encode_varint(size), *pieces, out[g_end:]]
 
@@ -212,6 +220,16 @@ class Held:
     # a longer one makes the test fail, never pass wrongly), so the node's bytes decode as
     # UTF-8 exactly when its strings do (attributes' binary fields make it fail too).
     plain_nodes: set[int]
+    # Main-graph nodes that may have attributes or be a Constant (their bytes hold an
+    # attribute's tag, b"*", or b"Constant"): every other node has neither, and the checks
+    # that look at attributes pass over it. None: every node may.
+    attributed: list[int] | None = None
+
+    def nodes_moved(self) -> None:
+        """The main graph's nodes were reordered (sorted): what was read off them by index
+        no longer holds."""
+        self.plain_nodes = set()
+        self.attributed = None
 
 
 def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) -> Held | None:
@@ -221,6 +239,8 @@ def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) 
     field repeated, groups, external or segmented weights); the caller then parses them
     whole."""
     view = memoryview(data)
+    if PLACEHOLDER.encode() in data:
+        return None  # (the writer finds stubs by their placeholder)
     try:
         graph = [f for f in _fields(data, 0, len(data)) if f[0] == _GRAPH]
         if len(graph) != 1:
@@ -233,6 +253,7 @@ def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) 
         at = g_start
         shapes: dict[tuple[int, tuple[int, ...]], tuple[bytes, bytes]] = {}
         plain: set[int] = set()
+        attributed: list[int] = []
         nodes = 0
         for number, entry, start, end in _fields(data, g_start, g_end):
             if number == _NODE:
@@ -241,6 +262,8 @@ def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) 
                     plain.add(nodes)
                 except UnicodeDecodeError:
                     pass
+                if data.find(b"*", start, end) >= 0 or data.find(b"Constant", start, end) >= 0:
+                    attributed.append(nodes)
                 nodes += 1
                 continue
             if number != _INITIALIZER:
@@ -263,7 +286,9 @@ def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) 
             skel.append(view[at:entry])
             # (by hand: protobuf's messages cost 10 us a weight, a third of a second on a 40k-node model)
             inputs.append(_entry(_INPUT, b"\x0a" + name_entry[1:] + type_entry))
-            light += [view[at:entry], _entry(_INITIALIZER, stub_head + name_entry + _STUB_TAIL)]
+            stub = _entry(_INITIALIZER, stub_head + name_entry + _STUB_TAIL)
+            weights.stubs[t.name] = stub
+            light += [view[at:entry], stub]
             at = end
         if not weights.spans:
             return None
@@ -276,7 +301,7 @@ def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) 
     # Weights that are graph inputs too (IR < 4) are typed there already.
     skel += [e for e, name in zip(inputs, weights.spans) if name not in declared]
     skeleton = _parse_with_graph(view[:g_entry], skel, view[g_end:])
-    return Held(proto, skeleton, weights, plain)
+    return Held(proto, skeleton, weights, plain, attributed)
 
 
 def _typed_input(t: onnx.TensorProto) -> bytes:

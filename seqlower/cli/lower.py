@@ -126,6 +126,7 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower.cli.verify import compare, load_given_inputs
+    from seqlower.model_check import InferredTypes
     from seqlower.model_io import check_model, read_model_held, read_model_proto, stage_model
     from seqlower.pipeline import LowerOptions, lower_proto_with_report
     from seqlower.targets import load_target
@@ -137,7 +138,7 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     timings: dict[str, float] = {}
     given = load_given_inputs(str(src), args.inputs) if args.verify else None
     t = time.perf_counter()
-    inferred: dict[str, Any] = {}
+    inferred = InferredTypes()
     proto, weights = read_model_held(src, types=inferred)
     counting = _counting(args)
     before = count_ops(proto) if counting else Counter()
