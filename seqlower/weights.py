@@ -17,10 +17,14 @@ graph's ``initializer`` entries.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import onnx
+
+from seqlower.protos import ELEMENT_BYTES
 
 __all__ = ["HELD_BYTES", "PLACEHOLDER", "Held", "Weights", "hold_weights", "is_stub"]
 
@@ -30,6 +34,7 @@ PLACEHOLDER = "seqlower.placeholder"
 # split sizes, positions: what the folds and shape inference read) are parsed as usual.
 HELD_BYTES = 1024
 
+_PLAIN = ["dims", "data_type", "name", "raw_data"]  # a weight's fields, in the usual case
 _GRAPH = 7  # ModelProto.graph
 _NODE = 1  # GraphProto.node
 _INITIALIZER = 5  # GraphProto.initializer
@@ -252,44 +257,47 @@ def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) 
         inputs: list[bytes] = []
         at = g_start
         shapes: dict[tuple[int, tuple[int, ...]], tuple[bytes, bytes]] = {}
-        plain: set[int] = set()
-        attributed: list[int] = []
-        nodes = 0
+        node_spans: list[tuple[int, int]] = []
         for number, entry, start, end in _fields(data, g_start, g_end):
             if number == _NODE:
-                try:
-                    str(view[start:end], "utf-8")
-                    plain.add(nodes)
-                except UnicodeDecodeError:
-                    pass
-                if data.find(b"*", start, end) >= 0 or data.find(b"Constant", start, end) >= 0:
-                    attributed.append(nodes)
-                nodes += 1
+                node_spans.append((start, end))
                 continue
             if number != _INITIALIZER:
                 continue
             # Every main-graph initializer is checked here, once: the model's own checks
-            # then pass over them.
+            # then pass over them. A plain one (dims, type, name, raw data: tens of
+            # thousands a big model) is checked off one read of its fields.
             t = onnx.TensorProto.FromString(view[start:end])
-            if t.data_location == onnx.TensorProto.EXTERNAL or t.name in weights.spans or t.HasField("segment"):
-                return None  # the reader's own checks and messages apply
-            check_tensor(t)
+            fields = t.ListFields()
+            if [f.name for f, _ in fields] == _PLAIN:
+                dims, data_type, name, raw = (v for _, v in fields)
+                size = ELEMENT_BYTES.get(data_type)
+                if not isinstance(name, str) or size is None or any(d < 0 for d in dims) \
+                        or len(raw) != size * math.prod(dims):
+                    check_tensor(t)  # says what is wrong (or passes what only looks odd here)
+            else:
+                if t.data_location == onnx.TensorProto.EXTERNAL or t.HasField("segment"):
+                    return None  # the reader's own checks and messages apply
+                check_tensor(t)
+                name, data_type, dims = t.name, t.data_type, t.dims
+            if name in weights.spans:
+                return None
             if end - start <= HELD_BYTES:
                 continue
-            weights.spans[t.name] = (entry, start, end)
-            key = (t.data_type, tuple(t.dims))
+            weights.spans[name] = (entry, start, end)
+            key = (data_type, tuple(dims))
             if key not in shapes:
                 shapes[key] = _shape_bytes(*key)
             stub_head, type_entry = shapes[key]
-            name = t.name.encode()
-            name_entry = _entry(8, name)
+            name_entry = _entry(8, name.encode())
             skel.append(view[at:entry])
             # (by hand: protobuf's messages cost 10 us a weight, a third of a second on a 40k-node model)
             inputs.append(_entry(_INPUT, b"\x0a" + name_entry[1:] + type_entry))
             stub = _entry(_INITIALIZER, stub_head + name_entry + _STUB_TAIL)
-            weights.stubs[t.name] = stub
+            weights.stubs[name] = stub
             light += [view[at:entry], stub]
             at = end
+        plain, attributed = _read_nodes(data, node_spans)
         if not weights.spans:
             return None
         light.append(view[at:g_end])
@@ -302,6 +310,45 @@ def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) 
     skel += [e for e, name in zip(inputs, weights.spans) if name not in declared]
     skeleton = _parse_with_graph(view[:g_entry], skel, view[g_end:])
     return Held(proto, skeleton, weights, plain, attributed)
+
+
+def _read_nodes(data: bytes, spans: list[tuple[int, int]]) -> tuple[set[int], list[int]]:
+    """``Held.plain_nodes`` and ``Held.attributed`` of the nodes at ``spans``. The nodes of
+    a graph are one block of bytes in the files exporters and onnx write: tried as one
+    block first (one decode, one search per marker), node by node where that fails."""
+    if not spans:
+        return set(), []
+    first, last = spans[0][0], spans[-1][1]
+    contiguous = sum(e - s for s, e in spans) + sum(1 for _ in spans) <= last - first  # (headers between)
+    plain: set[int] | None = None
+    if contiguous:
+        try:
+            str(memoryview(data)[first:last], "utf-8")
+            plain = set(range(len(spans)))
+        except UnicodeDecodeError:
+            plain = None
+    if plain is None:
+        plain = set()
+        view = memoryview(data)
+        for k, (s, e) in enumerate(spans):
+            try:
+                str(view[s:e], "utf-8")
+                plain.add(k)
+            except UnicodeDecodeError:
+                pass
+    # Where the markers are, as node indices.
+    starts = [s for s, _ in spans]
+    marked: set[int] = set()
+    for mark in (b"*", b"Constant"):
+        i = data.find(mark, first, last)
+        while i >= 0:
+            k = bisect.bisect_right(starts, i) - 1
+            if k >= 0 and i < spans[k][1]:
+                marked.add(k)
+                i = data.find(mark, spans[k][1], last)
+            else:
+                i = data.find(mark, i + 1, last)
+    return plain, sorted(marked)
 
 
 def _typed_input(t: onnx.TensorProto) -> bytes:

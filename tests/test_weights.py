@@ -179,3 +179,33 @@ def test_to_stdout_and_without_sequences(tmp_path, capfdbinary):
     for target in ("tvm", "openvino", "onnxruntime"):
         assert main(["lower", str(src), "-o", str(tmp_path / "o.onnx"), "-q", "--target", target]) == 0
         assert (tmp_path / "o.onnx").read_bytes() == src.read_bytes()
+
+
+def test_node_bytes_tell_text_and_attributes():
+    """Held.plain_nodes and Held.attributed, read off the nodes' bytes, agree with the
+    nodes: a node with an attribute, a Constant, a node whose name has a '*' (marked, a
+    harmless false alarm), a long name."""
+    m = mlp_with_split()
+    g = m.graph
+    g.node[0].name = "x" * 300
+    g.node.insert(1, helper.make_node("Constant", [], ["c"], value_float=1.0, name="k"))
+    g.node.insert(2, helper.make_node("Add", ["c", "c"], ["c2"], name="a*b"))
+    g.node.insert(3, helper.make_node("Transpose", ["c2"], ["c3"], perm=[0], name="tr"))
+    held = _held(m)
+    by_name = {n.name: i for i, n in enumerate(held.proto.graph.node)}
+    marked = {n for n, i in by_name.items() if i in set(held.attributed)}
+    assert {"k", "a*b", "tr"} <= marked
+    assert not {"mm1", "mm3"} & marked
+    # Read as plain: the nodes without attributes and without a field of 128 bytes. Not
+    # (so checked field by field): the long name (a two-byte length), attributes (their
+    # type's field number takes a two-byte tag).
+    plain = {i for i, n in enumerate(g.node) if not n.attribute and len(n.name) < 128}
+    assert held.plain_nodes == plain and len(plain) == len(g.node) - 5
+
+
+def test_a_model_that_names_the_placeholder_is_read_whole(tmp_path):
+    m = mlp_with_split()
+    m.doc_string = "seqlower.placeholder"
+    assert hold_weights(m.SerializeToString(), lambda t: None) is None
+    code, out = _lower(tmp_path, m)
+    assert code == 0 and not any(is_stub(i) for i in onnx.load_from_string(out).graph.initializer)
