@@ -351,15 +351,5 @@ def _read_nodes(data: bytes, spans: list[tuple[int, int]]) -> tuple[set[int], li
     return plain, sorted(marked)
 
 
-def _typed_input(t: onnx.TensorProto) -> bytes:
-    vi = onnx.ValueInfoProto(name=t.name)
-    tt = vi.type.tensor_type
-    tt.elem_type = t.data_type
-    dims = tt.shape.dim
-    for d in t.dims:
-        dims.add().dim_value = d
-    return vi.SerializeToString()
-
-
 def _parse_with_graph(before: memoryview, graph: list[bytes | memoryview], after: memoryview) -> onnx.ModelProto:
     return onnx.ModelProto.FromString(b"".join([before, _entry(_GRAPH, b"".join(graph)), after]))
