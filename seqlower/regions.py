@@ -46,6 +46,10 @@ _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
 # Target quirks whose rewrites run over every node, not only sequence ones.
 _WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output"})
+# Element types of weights, never of positions, sizes, shapes or masks.
+_NUMBERS = frozenset(getattr(onnx.TensorProto, t) for t in (
+    "FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
+    "FLOAT8E5M2", "FLOAT8E5M2FNUZ") if hasattr(onnx.TensorProto, t))
 # A splice that removes and inserts at most this many nodes edits the node list in place;
 # more, and one rebuilt list is cheaper than that many shifts.
 _IN_PLACE = 512
@@ -260,7 +264,10 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
         if v.type.WhichOneof("value") is not None:
             types.setdefault(v.name, v.type)
     init_names = [t.name for t in g.initializer]
-    initializers = {x: weights.tensor(x) if weights is not None and x in weights.spans else g.initializer[i]
+    # A held weight of numbers (a float type) comes in as a typed input: the lowering reads
+    # the values of positions, sizes, shapes and masks, which are integers or booleans.
+    initializers = {x: weights.tensor(x) if weights is not None and x in weights.spans
+                    and g.initializer[i].data_type not in _NUMBERS else g.initializer[i]
                     for i, x in enumerate(init_names) if x in wanted}
     reserved.update(init_names)
     missing = [x for x in [*inputs, *outputs] if not _full_type(types.get(x)) and x not in initializers]

@@ -209,3 +209,30 @@ def test_a_model_that_names_the_placeholder_is_read_whole(tmp_path):
     assert hold_weights(m.SerializeToString(), lambda t: None) is None
     code, out = _lower(tmp_path, m)
     assert code == 0 and not any(is_stub(i) for i in onnx.load_from_string(out).graph.initializer)
+
+
+def test_the_region_reads_held_integers_as_constants_and_held_floats_as_inputs(tmp_path):
+    """A split of 200 parts (1,600 bytes of int64: held) stays a constant in the region, so
+    the lowering stays static; a float weight the region reads is a typed input, never
+    parsed into it."""
+    from seqlower.regions import cut
+
+    split = numpy_helper.from_array(np.ones(200, np.int64), "split")
+    w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((200, 16)).astype(np.float32), "w")
+    m = model([helper.make_node("SplitToSequence", ["w", "split"], ["rows"], axis=0),
+               helper.make_node("SequenceAt", ["rows", "at"], ["r"]),
+               helper.make_node("Add", ["x", "r"], ["y"])],
+              [t("x", FLOAT, [1, 16])], [t("y", FLOAT, [1, 16])],
+              initializer=[split, w, numpy_helper.from_array(np.array(-3, np.int64), "at")])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    proto, weights = read_model_held(path)
+    assert weights is not None and set(weights.spans) == {"split", "w"}
+    region = cut(proto, inferred=None, weights=weights)
+    sub = region.model.graph
+    assert [numpy_helper.to_array(i).tolist() for i in sub.initializer if i.name == "split"] == [[1] * 200]
+    assert "w" not in {i.name for i in sub.initializer}
+    assert [list(d.dim_value for d in v.type.tensor_type.shape.dim) for v in sub.input if v.name == "w"] == [[200, 16]]
+    code, out = _lower(tmp_path, m)
+    assert code == 0
+    assert {n.op_type for n in onnx.load_from_string(out).graph.node} <= {"Add", "Slice", "Gather", "Identity"}
