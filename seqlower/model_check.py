@@ -322,6 +322,11 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
         self._values = [*graph.value_info, *graph.output]
         self._index = None
 
+    def release(self) -> None:
+        """Let go of inference's result (it holds a typed copy of the whole graph)."""
+        self._values = []
+        self._index = None
+
     def _by_name(self) -> dict[str, onnx.ValueInfoProto]:
         if self._index is None:
             self._index = {v.name: v for v in self._values}

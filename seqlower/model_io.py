@@ -11,6 +11,7 @@ is complete, so a failed or interrupted write never leaves half a model behind.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import shutil
 import tempfile
@@ -67,6 +68,19 @@ def _label(source: ModelSource) -> str:
     if isinstance(source, (str, os.PathLike)):
         return os.fspath(source)
     return "<model bytes>" if isinstance(source, bytes) else "<model>"
+
+
+# Files at least this big are mapped, not read, when their weights are held.
+_MAP_BYTES = 1 << 24
+
+
+def _mapped(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes, mapped read-only when it is big (see ``Weights.unmapped``)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < max(_MAP_BYTES, 1):  # (an empty file cannot be mapped)
+            return f.read()
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: str, *,
@@ -150,7 +164,7 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
             if path.is_dir():
                 raise ModelError(f"{label}: is a folder, not a model file")
             try:
-                data = path.read_bytes()
+                data = _mapped(path) if hold else path.read_bytes()
             except OSError as e:
                 raise ModelError(f"{label}: cannot read ({e.strerror})") from None
             base_dir = str(path.parent)
@@ -163,10 +177,11 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
                 held = None  # parsed whole below, for the reader's own message
         if held is not None:
             proto = held.proto
+            held.weights.unmapped()
         else:
             proto = onnx.ModelProto()
             try:
-                proto.ParseFromString(data)
+                proto.ParseFromString(data[:] if isinstance(data, mmap.mmap) else data)
             except (DecodeError, RuntimeError, ValueError) as e:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__
                 if "MaxDepth" in first:

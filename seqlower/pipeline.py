@@ -18,6 +18,7 @@ import onnx_ir as ir
 from seqlower.analysis import ANALYSIS_STASH_KEY, Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
+from seqlower.model_check import InferredTypes
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
@@ -223,8 +224,11 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     loops_traced = "Loop" in target.lacks and any(op == "Loop" for op, _, _ in kinds)
     region = None if options.dim_max or loops_traced else cut(proto, target.lacks, dict(target.quirks), inferred,
                                                                weights, kinds)
+    if isinstance(inferred, InferredTypes):
+        inferred.release()  # the region took its types; the whole model's inference result goes
     if region is not None:
         sub = from_proto(region.model, label)
+        region.model = onnx.ModelProto()  # converted: its protobuf copy of the region goes
         sub.meta[RESERVED_NAMES_KEY] = region.reserved
         lowered, report = lower_with_report(sub, options)
         if options.optimize and report.rewrites:

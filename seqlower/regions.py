@@ -168,6 +168,10 @@ class Region:
     # What each main-graph node reads (its subgraphs' outer reads included), by index:
     # the splice finds the readers to rename here.
     reads: list[tuple[str, ...] | set[str]] = field(default_factory=list)
+    model_inputs: list[str] = field(default_factory=list)  # the sub-model's graph inputs
+
+    def __post_init__(self) -> None:
+        self.model_inputs = [v.name for v in self.model.graph.input]
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
@@ -388,7 +392,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     or None when the two do not fit (a name taken twice, an input or output lost); the
     caller then lowers the whole model. ``model`` is changed in place on success."""
     g, lg = model.graph, lowered.graph
-    if [v.name for v in lg.input] != [v.name for v in region.model.graph.input]:
+    if [v.name for v in lg.input] != region.model_inputs:
         return None
     if [v.name for v in lg.output] != region.outputs:
         return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -146,11 +147,18 @@ def _shape_bytes(data_type: int, dims: tuple[int, ...]) -> tuple[bytes, bytes]:
 class Weights:
     """The held weights of one model file: where each one's TensorProto is in ``data``."""
 
-    data: bytes
+    data: bytes | mmap.mmap
     # name -> where its initializer entry starts, and its TensorProto's span
     spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     # name -> its stub's initializer entry (tag, length, TensorProto), in the graph's order
     stubs: dict[str, bytes] = field(default_factory=dict)
+
+    def unmapped(self) -> None:
+        """Give the pages of a mapped file back until they are read again (its bytes were
+        read to parse and check the model; the writer reads them again from the page
+        cache). A model's weights then do not count twice in the process's memory."""
+        if isinstance(self.data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            self.data.madvise(mmap.MADV_DONTNEED)
 
     def tensor(self, name: str) -> onnx.TensorProto:
         """The weight itself, parsed (a copy)."""
@@ -237,14 +245,16 @@ class Held:
         self.attributed = None
 
 
-def hold_weights(data: bytes, check_tensor: Callable[[onnx.TensorProto], None]) -> Held | None:
+def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorProto], None]) -> Held | None:
     """Parse a serialized model with its big main-graph initializers held (see the module's
-    doc). ``check_tensor(t)`` checks each held weight once, parsed. None when nothing is
+    doc): ``data``, the file's bytes, or the file mapped (the weights are then read from the
+    page cache when written, and take no memory of the process meanwhile: see
+    ``Weights.unmapped``). ``check_tensor(t)`` checks each held weight once, parsed. None when nothing is
     big enough to hold, or the bytes are not laid out the way this reads them (the graph
     field repeated, groups, external or segmented weights); the caller then parses them
     whole."""
     view = memoryview(data)
-    if PLACEHOLDER.encode() in data:
+    if data.find(PLACEHOLDER.encode()) >= 0:
         return None  # (the writer finds stubs by their placeholder)
     try:
         graph = [f for f in _fields(data, 0, len(data)) if f[0] == _GRAPH]

@@ -236,3 +236,29 @@ def test_the_region_reads_held_integers_as_constants_and_held_floats_as_inputs(t
     code, out = _lower(tmp_path, m)
     assert code == 0
     assert {n.op_type for n in onnx.load_from_string(out).graph.node} <= {"Add", "Slice", "Gather", "Identity"}
+
+
+def test_a_mapped_file_lowers_to_the_same_bytes(tmp_path, monkeypatch, capsys):
+    """Big files are mapped (seqlower.model_io._MAP_BYTES): here every file is."""
+    import mmap
+
+    import seqlower.model_io
+
+    for m in (mlp_with_split(), mlp_with_split(boundary_sequence=True)):
+        outs = []
+        for size in (1 << 24, 0):
+            monkeypatch.setattr(seqlower.model_io, "_MAP_BYTES", size)
+            code, out = _lower(tmp_path, m)
+            assert code == 0
+            outs.append(out)
+        assert outs[0] == outs[1]
+    _, weights = read_model_held(tmp_path / "m.onnx")
+    assert isinstance(weights.data, mmap.mmap)
+    # Not held (it names the placeholder): parsed whole from the mapping.
+    m = mlp_with_split()
+    m.doc_string = "seqlower.placeholder"
+    assert _lower(tmp_path, m)[0] == 0
+    # An empty file is not mapped, and is refused in one line.
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert main(["lower", str(tmp_path / "empty.onnx"), "-o", str(tmp_path / "o.onnx"), "-q"]) == 2
+    assert "empty file" in capsys.readouterr().err
