@@ -17,7 +17,7 @@ it would see in one run; what the windows lose is what onnx carries besides type
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import onnx
 
@@ -33,20 +33,22 @@ _WINDOWED_WORK = 4_000_000
 
 def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mode: bool = False,
                  data_prop: bool = False, window: int | None = None,
-                 dims_from: onnx.ModelProto | None = None) -> onnx.ModelProto:
+                 dims_from: onnx.ModelProto | None = None, main_nodes: Sequence[int] | None = None,
+                 ) -> onnx.ModelProto:
     """``onnx.shape_inference.infer_shapes``, in windows of ``window`` main-graph nodes when
     the graph is big and holds many subgraphs (``window`` forces it: tests). ``data_prop``
     is dropped for a model that declares a dim past ``_DATA_PROP_DIM_LIMIT``, in ``proto``
     or in ``dims_from`` instead when given (a skeleton's model: its weights are stubs, not
     the tens of thousands of typed graph inputs the skeleton has for them, whose dims are
-    the weights' own)."""
+    the weights' own). ``main_nodes``: the main graph's nodes that may have attributes
+    (subgraphs), by index, when the others are known to have none."""
     if data_prop and _huge_dim(dims_from if dims_from is not None else proto):
         # onnx's data propagation through a Loop whose trip count it computes from such a
         # dim allocates without bound (a mutated dim of 2**31: 6 GB, then bad_alloc).
         data_prop = False
     nodes = proto.graph.node
     if window is None:
-        heavy = sum(1 for n in nodes if subgraphs_of(n))
+        heavy = sum(1 for n in (nodes if main_nodes is None else (nodes[i] for i in main_nodes)) if subgraphs_of(n))
         if heavy * len(nodes) <= _WINDOWED_WORK:
             return onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
                                                      data_prop=data_prop)

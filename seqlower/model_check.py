@@ -350,17 +350,17 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
 
 
 def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypeProto] | InferredTypes | None = None,
-                dims_from: onnx.ModelProto | None = None) -> None:
+                dims_from: onnx.ModelProto | None = None, main_nodes: list[int] | None = None) -> None:
     """Type errors the plain checker does not look for (a node fed a sequence where it
     takes a tensor). Not shapes: real exports declare shapes inference disagrees with.
     ``types``, when given, gets the inferred type of every main-graph value (the
-    region cut reads them instead of inferring again). ``dims_from``: see
+    region cut reads them instead of inferring again). ``dims_from``, ``main_nodes``: see
     ``seqlower.inference.infer_shapes``."""
     if proto.ByteSize() > PROTOBUF_LIMIT:
         return  # too big to hand to inference in memory; the passes meet such errors later
     try:
         inferred = infer_shapes(proto, check_type=True, strict_mode=False, data_prop=types is not None,
-                                dims_from=dims_from)
+                                dims_from=dims_from, main_nodes=main_nodes)
         if isinstance(types, InferredTypes):
             types.found(inferred.graph)
         elif types is not None:

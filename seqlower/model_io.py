@@ -80,6 +80,8 @@ def _mapped(path: Path) -> bytes | mmap.mmap:
         size = os.fstat(f.fileno()).st_size
         if size < max(_MAP_BYTES, 1):  # (an empty file cannot be mapped)
             return f.read()
+        if hasattr(mmap, "MAP_POPULATE"):  # (read ahead in one call: every page is read to parse)
+            return mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
@@ -206,7 +208,8 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
                 if held is not None:
                     held.nodes_moved()
         check_structure(proto, label, held)
-        check_types(skel, label, types, dims_from=proto if held is not None else None)
+        check_types(skel, label, types, dims_from=proto if held is not None else None,
+                    main_nodes=held.attributed if held is not None else None)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)

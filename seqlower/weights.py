@@ -35,7 +35,6 @@ PLACEHOLDER = "seqlower.placeholder"
 # split sizes, positions: what the folds and shape inference read) are parsed as usual.
 HELD_BYTES = 1024
 
-_PLAIN = ["dims", "data_type", "name", "raw_data"]  # a weight's fields, in the usual case
 _GRAPH = 7  # ModelProto.graph
 _NODE = 1  # GraphProto.node
 _INITIALIZER = 5  # GraphProto.initializer
@@ -275,17 +274,14 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
             if number != _INITIALIZER:
                 continue
             # Every main-graph initializer is checked here, once: the model's own checks
-            # then pass over them. A plain one (dims, type, name, raw data: tens of
-            # thousands a big model) is checked off one read of its fields.
-            t = onnx.TensorProto.FromString(view[start:end])
-            fields = t.ListFields()
-            if [f.name for f, _ in fields] == _PLAIN:
-                dims, data_type, name, raw = (v for _, v in fields)
-                size = ELEMENT_BYTES.get(data_type)
-                if not isinstance(name, str) or size is None or any(d < 0 for d in dims) \
-                        or len(raw) != size * math.prod(dims):
-                    check_tensor(t)  # says what is wrong (or passes what only looks odd here)
+            # then pass over them. A plain one (dims, type, name, raw data, in protobuf's
+            # order: tens of thousands a big model) is read and checked off its header
+            # bytes; any other is parsed and checked as a message.
+            plain = _plain_tensor(data, start, end)
+            if plain is not None:
+                name, data_type, dims = plain
             else:
+                t = onnx.TensorProto.FromString(view[start:end])
                 if t.data_location == onnx.TensorProto.EXTERNAL or t.HasField("segment"):
                     return None  # the reader's own checks and messages apply
                 check_tensor(t)
@@ -320,6 +316,37 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
     skel += [e for e, name in zip(inputs, weights.spans) if name not in declared]
     skeleton = _parse_with_graph(view[:g_entry], skel, view[g_end:])
     return Held(proto, skeleton, weights, plain, attributed)
+
+
+def _plain_tensor(data: bytes | mmap.mmap, start: int, end: int) -> tuple[str, int, list[int]] | None:
+    """(name, element type, dims) of the TensorProto at ``data[start:end]`` when it is
+    dims (1), data_type (2), name (8) and raw_data (9) in that order, the raw data as long
+    as the type and dims say, the name UTF-8 text and the dims not negative: what a
+    message read would check. None for anything else (the caller reads it as a message)."""
+    i, dims = start, []
+    while i < end and data[i] == 0x08:
+        d, i = _varint(data, i + 1)
+        if d >= 1 << 63:
+            return None  # a negative dim
+        dims.append(d)
+    if i >= end or data[i] != 0x10:
+        return None
+    data_type, i = _varint(data, i + 1)
+    if i >= end or data[i] != 0x42:
+        return None
+    length, i = _varint(data, i + 1)
+    try:
+        name = str(memoryview(data)[i:i + length], "utf-8")
+    except UnicodeDecodeError:
+        return None
+    i += length
+    if i >= end or data[i] != 0x4A:
+        return None
+    length, i = _varint(data, i + 1)
+    size = ELEMENT_BYTES.get(data_type)
+    if i + length != end or size is None or length != size * math.prod(dims):
+        return None
+    return name, data_type, dims
 
 
 def _read_nodes(data: bytes, spans: list[tuple[int, int]]) -> tuple[set[int], list[int]]:

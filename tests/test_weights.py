@@ -262,3 +262,29 @@ def test_a_mapped_file_lowers_to_the_same_bytes(tmp_path, monkeypatch, capsys):
     (tmp_path / "empty.onnx").write_bytes(b"")
     assert main(["lower", str(tmp_path / "empty.onnx"), "-o", str(tmp_path / "o.onnx"), "-q"]) == 2
     assert "empty file" in capsys.readouterr().err
+
+
+def test_plain_tensor_headers_read_as_the_message_does():
+    from seqlower.weights import _plain_tensor
+
+    cases = [np.zeros((0, 3), np.float32), np.ones((), np.float64), np.arange(6, dtype=np.int8).reshape(2, 3),
+             np.ones((2, 2), np.float16), np.array([True, False]), np.arange(300, dtype=np.int64)]
+    for k, a in enumerate(cases):
+        tensor = numpy_helper.from_array(a, f"t{k}é")
+        data = tensor.SerializeToString()
+        assert _plain_tensor(data, 0, len(data)) == (tensor.name, tensor.data_type, list(tensor.dims))
+    bf16 = helper.make_tensor("b", TensorProto.BFLOAT16, [2], np.array([1, 2], np.uint16).tobytes(), raw=True)
+    data = bf16.SerializeToString()
+    assert _plain_tensor(data, 0, len(data)) == ("b", TensorProto.BFLOAT16, [2])
+    # Anything else is left to the message reader: typed fields, a doc string, a wrong
+    # length, a name that is not text, a type whose size is not fixed.
+    odd = [helper.make_tensor("f", TensorProto.FLOAT, [2], [1.0, 2.0]), numpy_helper.from_array(np.ones(2, np.float32), "d")]
+    odd[1].doc_string = "doc"
+    short = numpy_helper.from_array(np.ones(2, np.float32), "s")
+    short.raw_data = b"\0" * 7
+    strings = helper.make_tensor("s", TensorProto.STRING, [1], [b"x"])
+    for tensor in (*odd, short, strings):
+        data = tensor.SerializeToString()
+        assert _plain_tensor(data, 0, len(data)) is None
+    data = numpy_helper.from_array(np.ones(2, np.float32), "ok").SerializeToString().replace(b"ok", b"\xef\x28")
+    assert _plain_tensor(data, 0, len(data)) is None
