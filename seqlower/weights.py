@@ -227,10 +227,11 @@ class Held:
     skeleton: onnx.ModelProto  # the model, each held weight a typed graph input (no stubs)
     weights: Weights
     # (Every main-graph initializer, held or not, was checked as it was read.)
-    # Main-graph nodes whose every string is UTF-8 text, read off their bytes: a node's
-    # fields are tags and lengths under 0x80 around its strings' bytes (one-byte lengths;
-    # a longer one makes the test fail, never pass wrongly), so the node's bytes decode as
-    # UTF-8 exactly when its strings do (attributes' binary fields make it fail too).
+    # Main-graph nodes whose every string is UTF-8 text, read off their bytes: a node
+    # without attributes has tags under 0x80 (its fields are numbered 1 to 10) and lengths
+    # whose last byte is under 0x80 around its strings' bytes (a longer length makes the
+    # test fail, never pass wrongly), so its bytes decode as UTF-8 exactly when its
+    # strings do. Nodes that may have attributes (``attributed``) are never plain.
     plain_nodes: set[int]
     # Main-graph nodes that may have attributes or be a Constant (their bytes hold an
     # attribute's tag, b"*", or b"Constant"): every other node has neither, and the checks
@@ -266,10 +267,10 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
         inputs: list[bytes] = []
         at = g_start
         shapes: dict[tuple[int, tuple[int, ...]], tuple[bytes, bytes]] = {}
-        node_spans: list[tuple[int, int]] = []
+        node_spans: list[tuple[int, int, int]] = []
         for number, entry, start, end in _fields(data, g_start, g_end):
             if number == _NODE:
-                node_spans.append((start, end))
+                node_spans.append((entry, start, end))
                 continue
             if number != _INITIALIZER:
                 continue
@@ -349,43 +350,45 @@ def _plain_tensor(data: bytes | mmap.mmap, start: int, end: int) -> tuple[str, i
     return name, data_type, dims
 
 
-def _read_nodes(data: bytes, spans: list[tuple[int, int]]) -> tuple[set[int], list[int]]:
-    """``Held.plain_nodes`` and ``Held.attributed`` of the nodes at ``spans``. The nodes of
-    a graph are one block of bytes in the files exporters and onnx write: tried as one
-    block first (one decode, one search per marker), node by node where that fails."""
+def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> tuple[set[int], list[int]]:
+    """``Held.plain_nodes`` and ``Held.attributed`` of the node entries at ``spans`` (entry
+    start, payload start, payload end). The nodes of a graph are one block of bytes in the
+    files exporters and onnx write: read as one block then (one decode, one search per
+    marker), node by node otherwise."""
     if not spans:
         return set(), []
-    first, last = spans[0][0], spans[-1][1]
-    contiguous = sum(e - s for s, e in spans) + sum(1 for _ in spans) <= last - first  # (headers between)
-    plain: set[int] | None = None
-    if contiguous:
-        try:
-            str(memoryview(data)[first:last], "utf-8")
-            plain = set(range(len(spans)))
-        except UnicodeDecodeError:
-            plain = None
-    if plain is None:
-        plain = set()
-        view = memoryview(data)
-        for k, (s, e) in enumerate(spans):
-            try:
-                str(view[s:e], "utf-8")
-                plain.add(k)
-            except UnicodeDecodeError:
-                pass
+    first, last = spans[0][0], spans[-1][2]
+    starts = [entry for entry, _, _ in spans]
     # Where the markers are, as node indices.
-    starts = [s for s, _ in spans]
     marked: set[int] = set()
     for mark in (b"*", b"Constant"):
         i = data.find(mark, first, last)
         while i >= 0:
             k = bisect.bisect_right(starts, i) - 1
-            if k >= 0 and i < spans[k][1]:
+            if i < spans[k][2]:
                 marked.add(k)
-                i = data.find(mark, spans[k][1], last)
-            else:
+                i = data.find(mark, spans[k][2], last)
+            else:  # between two node entries (the nodes are not one block)
                 i = data.find(mark, i + 1, last)
-    return plain, sorted(marked)
+    # A node with an attribute is never plain: an attribute's type field (20) takes a tag
+    # byte over 0x7F, which could complete a string's broken last character.
+    contiguous = all(spans[k + 1][0] == spans[k][2] for k in range(len(spans) - 1))
+    view = memoryview(data)
+    try:
+        if not contiguous:
+            raise UnicodeDecodeError("utf-8", b"", 0, 0, "the nodes are not one block")
+        # (the entries' tags, 0x0A, and one-byte lengths keep each node's strings apart)
+        str(view[first:last], "utf-8")
+        decoded = set(range(len(spans)))
+    except UnicodeDecodeError:
+        decoded = set()
+        for k, (_, start, end) in enumerate(spans):
+            try:
+                str(view[start:end], "utf-8")
+                decoded.add(k)
+            except UnicodeDecodeError:
+                pass
+    return decoded - marked, sorted(marked)
 
 
 def _parse_with_graph(before: memoryview, graph: list[bytes | memoryview], after: memoryview) -> onnx.ModelProto:

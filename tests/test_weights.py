@@ -196,11 +196,30 @@ def test_node_bytes_tell_text_and_attributes():
     marked = {n for n, i in by_name.items() if i in set(held.attributed)}
     assert {"k", "a*b", "tr"} <= marked
     assert not {"mm1", "mm3"} & marked
-    # Read as plain: the nodes without attributes and without a field of 128 bytes. Not
-    # (so checked field by field): the long name (a two-byte length), attributes (their
-    # type's field number takes a two-byte tag).
-    plain = {i for i, n in enumerate(g.node) if not n.attribute and len(n.name) < 128}
-    assert held.plain_nodes == plain and len(plain) == len(g.node) - 5
+    # Read as plain: the nodes without attributes and without a field of 128 bytes, but
+    # for the '*' in a name. Not (so checked field by field): the long name (a two-byte
+    # length), the nodes with attributes or a '*'.
+    plain = {i for i, n in enumerate(g.node) if not n.attribute and len(n.name) < 128 and "*" not in n.name}
+    assert held.plain_nodes == plain and len(plain) == len(g.node) - 6
+
+
+def test_an_attribute_name_cut_short_is_not_read_as_plain(tmp_path, capsys):
+    """An attribute's name that ends in half a character, followed by its type field's tag
+    (0xA0 0x01): the node's bytes decode as UTF-8 (0xC2 0xA0 is a character), its name
+    does not. Such a node is checked field by field (onnx's checker refuses it first)."""
+    m = mlp_with_split()
+    node = helper.make_node("Relu", ["h0"], ["r"], name="attr")
+    attr = node.attribute.add()
+    attr.name, attr.type = "zz", onnx.AttributeProto.INTS  # no values: the type follows the name
+    m.graph.node.insert(1, node)
+    data = m.SerializeToString().replace(b"\x0a\x02zz", b"\x0a\x02z\xc2")
+    str(data[data.index(b"\x0a\x02z\xc2"):][:6], "utf-8")  # the bytes alone pass as text
+    held = hold_weights(data, lambda t: None)
+    assert 1 in held.attributed and 1 not in held.plain_nodes
+    src = tmp_path / "m.onnx"
+    src.write_bytes(data)
+    assert main(["lower", str(src), "-o", str(tmp_path / "o.onnx"), "-q"]) == 2
+    assert "utf-8" in capsys.readouterr().err.lower()
 
 
 def test_a_model_that_names_the_placeholder_is_read_whole(tmp_path):
