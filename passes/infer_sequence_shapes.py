@@ -222,7 +222,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             # Weights past 4 KiB go to onnx's inference as placeholders (it reads only
             # shapes, axes and sizes, a few numbers each), so a model over 2 GiB is
             # inferred too, and a model's weights are never copied for it.
-            inferred = infer(cone if cone is not None else weightless_proto(model, keep_bytes=4096))
+            inferred = infer(cone if cone is not None else weightless_proto(model, keep_bytes=_SMALL_BYTES))
         except Exception as e:  # noqa: BLE001 - inference is best effort; the checker judges later
             logger.info("onnx shape inference failed (%s); keeping the shapes we have", e)
             return False
@@ -350,6 +350,8 @@ def _list_edits_only(model: ir.Model) -> bool:
     return True
 
 
+# Initializers onnx's inference gets as data (it reads shapes, axes and sizes, a few
+# numbers each); bigger ones are typed inputs or placeholders.
 _SMALL_BYTES = 4096
 
 

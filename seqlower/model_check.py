@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import math
 import os
 import re
 import shutil
@@ -23,11 +22,11 @@ from seqlower.errors import ModelError, describe_node
 from seqlower.inference import infer_shapes
 from seqlower.irutil import graphs_of
 from seqlower.map_types import restore_map_types
-from seqlower.protos import ELEMENT_BYTES, copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
+from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
 from seqlower.weights import PLACEHOLDER, Held
 
-__all__ = ["PROTOBUF_LIMIT", "InferredTypes", "check_model", "check_proto", "check_structure", "check_types", "check_weight", "skeleton",
-           "sort_nodes", "weightless_proto"]
+__all__ = ["PROTOBUF_LIMIT", "InferredTypes", "check_model", "check_proto", "check_structure", "check_types",
+           "check_weight", "skeleton", "sort_nodes", "weightless_proto"]
 
 # Protobuf refuses messages of 2 GiB; leave room for the graph around the weights.
 PROTOBUF_LIMIT = 2**31 - 2**24
@@ -157,9 +156,6 @@ def _placeholder_shapes(values: list[onnx.ValueInfoProto]) -> Iterator[None]:
             v.type.tensor_type.ClearField("shape")
 
 
-_PLACEHOLDER = PLACEHOLDER
-
-
 @contextlib.contextmanager
 def _weights_as_placeholders(proto: onnx.ModelProto, base_dir: str | None, main_nodes: list[int] | None = None,
                              ) -> Iterator[Callable[[onnx.ModelProto, bool], None]]:
@@ -181,7 +177,7 @@ def _weights_as_placeholders(proto: onnx.ModelProto, base_dir: str | None, main_
             keys = dict(info)
             length = data_bytes(tensor)
             data = None
-            if keys.get("location") != _PLACEHOLDER and length is not None and length <= _CHECK_READS_BYTES:
+            if keys.get("location") != PLACEHOLDER and length is not None and length <= _CHECK_READS_BYTES:
                 data = _read_external(base_dir, keys, length)
             del tensor.external_data[:]
             if data is not None:
@@ -189,14 +185,14 @@ def _weights_as_placeholders(proto: onnx.ModelProto, base_dir: str | None, main_
                 tensor.raw_data = data
             else:
                 size = length if length is not None else int(keys.get("length") or 0)
-                for key, value in (("location", _PLACEHOLDER), ("offset", "0"), ("length", str(size))):
+                for key, value in (("location", PLACEHOLDER), ("offset", "0"), ("length", str(size))):
                     entry = tensor.external_data.add()
                     entry.key, entry.value = key, value
                 longest = max(longest, size)
 
         if any(t.data_location == onnx.TensorProto.EXTERNAL for t, _ in saved):
             tmp = tempfile.mkdtemp(prefix="seqlower-check-")
-            with open(os.path.join(tmp, _PLACEHOLDER), "wb") as f:
+            with open(os.path.join(tmp, PLACEHOLDER), "wb") as f:
                 f.truncate(longest)  # sparse: no disk, no memory
             path = os.path.join(tmp, "model.onnx")
 
@@ -254,7 +250,7 @@ def weightless_proto(model: ir.Model, keep_bytes: int = _CHECK_READS_BYTES) -> o
                 tensor = value.const_value
                 if tensor is None:
                     continue
-                stand_in: object = ir.ExternalTensor(_PLACEHOLDER, 0, tensor.nbytes, tensor.dtype,
+                stand_in: object = ir.ExternalTensor(PLACEHOLDER, 0, tensor.nbytes, tensor.dtype,
                                                      shape=tensor.shape, name=value.name or "")
                 if tensor.nbytes <= keep_bytes:
                     if not isinstance(tensor, ir.ExternalTensor):
@@ -451,18 +447,9 @@ def _check_tensor(tensor: onnx.TensorProto, label: str) -> None:
 
 def check_weight(tensor: onnx.TensorProto, label: str) -> None:
     """``check_structure``'s checks of one main-graph initializer, for a weight read on its
-    own (``seqlower.weights``). A plain one (a name, a type, dims, raw data: tens of
-    thousands a big model) at a few attribute reads."""
-    if tensor.doc_string or tensor.external_data or tensor.metadata_props or not isinstance(tensor.name, str) \
-            or not tensor.HasField("raw_data"):
-        _check_text_fields(tensor, label)
-        _check_tensor(tensor, label)
-        return
-    size = ELEMENT_BYTES.get(tensor.data_type)
-    dims = tensor.dims
-    if size is None or any(d < 0 for d in dims) or len(tensor.raw_data) != size * math.prod(dims):
-        _check_tensor(tensor, label)  # says what is wrong, or passes a type whose size is not fixed
-
+    own (``seqlower.weights``, which reads the plain ones off their bytes)."""
+    _check_text_fields(tensor, label)
+    _check_tensor(tensor, label)
 
 
 def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None) -> None:

@@ -290,7 +290,8 @@ class StagedModel:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, weights: Weights | None = None) -> StagedModel:
+def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike,
+                weights: Weights | None = None) -> StagedModel:
     """Write ``model`` for ``path`` into a temporary folder beside it (see StagedModel).
     Models whose weights do not fit protobuf's 2 GiB, or whose weights were external on
     input, get their weights in ``<name>.data``; the input's files are only read.

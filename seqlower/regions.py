@@ -261,7 +261,7 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
             shared.update(wanted.intersection(r))
         if i in outer:
             reserved |= _inner_names(nodes[i])
-    outputs = [o for i in order for o in nodes[i].output if o in read_outside]
+    outputs = [o for i in order for o in outs[i] if o in read_outside]
 
     types: dict[str, onnx.TypeProto] = {}
     for v in (*g.input, *g.value_info, *g.output):

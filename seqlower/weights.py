@@ -133,7 +133,7 @@ _STUB_TAIL = (_entry(13, onnx.StringStringEntryProto(key="location", value=PLACE
 def _shape_bytes(data_type: int, dims: tuple[int, ...]) -> tuple[bytes, bytes]:
     """A stub's fields before its name (dims = 1, data_type = 2) and a graph input's
     type field of that type and shape (ValueInfoProto.type = 2)."""
-    stub = b"".join(_varint_field(1, d & (2**64 - 1)) for d in dims) + _varint_field(2, data_type)
+    stub = b"".join(_varint_field(1, d) for d in dims) + _varint_field(2, data_type)  # (dims checked: not negative)
     tp = onnx.TypeProto()
     tp.tensor_type.elem_type = data_type
     shape = tp.tensor_type.shape
@@ -223,10 +223,12 @@ class Weights:
 
 @dataclass
 class Held:
+    """A model read with its weights held; every main-graph initializer, held or not, was
+    checked as it was read."""
+
     proto: onnx.ModelProto  # the model, each held weight a stub
     skeleton: onnx.ModelProto  # the model, each held weight a typed graph input (no stubs)
     weights: Weights
-    # (Every main-graph initializer, held or not, was checked as it was read.)
     # Main-graph nodes whose every string is UTF-8 text, read off their bytes: a node
     # without attributes has tags under 0x80 (its fields are numbered 1 to 10) and lengths
     # whose last byte is under 0x80 around its strings' bytes (a longer length makes the
@@ -247,12 +249,12 @@ class Held:
 
 def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorProto], None]) -> Held | None:
     """Parse a serialized model with its big main-graph initializers held (see the module's
-    doc): ``data``, the file's bytes, or the file mapped (the weights are then read from the
-    page cache when written, and take no memory of the process meanwhile: see
-    ``Weights.unmapped``). ``check_tensor(t)`` checks each held weight once, parsed. None when nothing is
-    big enough to hold, or the bytes are not laid out the way this reads them (the graph
-    field repeated, groups, external or segmented weights); the caller then parses them
-    whole."""
+    doc): ``data``, the file's bytes, or the file mapped (the weights are then read from
+    the page cache when written, and take no memory of the process meanwhile: see
+    ``Weights.unmapped``). ``check_tensor(t)`` checks an initializer that is not plain,
+    parsed. None when nothing is big enough to hold, or the bytes are not laid out the way
+    this reads them (the graph field repeated, groups, external or segmented weights); the
+    caller then parses them whole."""
     view = memoryview(data)
     if data.find(PLACEHOLDER.encode()) >= 0:
         return None  # (the writer finds stubs by their placeholder)
@@ -278,9 +280,9 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
             # then pass over them. A plain one (dims, type, name, raw data, in protobuf's
             # order: tens of thousands a big model) is read and checked off its header
             # bytes; any other is parsed and checked as a message.
-            plain = _plain_tensor(data, start, end)
-            if plain is not None:
-                name, data_type, dims = plain
+            header = _plain_tensor(data, start, end)
+            if header is not None:
+                name, data_type, dims = header
             else:
                 t = onnx.TensorProto.FromString(view[start:end])
                 if t.data_location == onnx.TensorProto.EXTERNAL or t.HasField("segment"):
@@ -304,9 +306,9 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
             weights.stubs[name] = stub
             light += [view[at:entry], stub]
             at = end
-        plain, attributed = _read_nodes(data, node_spans)
         if not weights.spans:
             return None
+        plain, attributed = _read_nodes(data, node_spans)
         light.append(view[at:g_end])
         skel.append(view[at:g_end])
     except _Malformed:

@@ -206,3 +206,16 @@ def test_a_constant_the_rest_of_the_model_reads_too_stays():
     low, _ = _lower(m)
     assert "row" in {i.name for i in low.graph.initializer}
     _equivalent(m, low)
+
+
+def test_a_splice_rebuilding_the_node_list_gives_what_one_in_place_gives(monkeypatch):
+    """splice edits the node list in place when it moves few nodes and rebuilds it past
+    regions._IN_PLACE: the two give the same model."""
+    from seqlower import regions
+
+    m = _split_concat()
+    in_place, _ = _lower(m)
+    monkeypatch.setattr(regions, "_IN_PLACE", 0)
+    rebuilt, _ = _lower(m)
+    assert rebuilt.SerializeToString() == in_place.SerializeToString()
+    _equivalent(m, rebuilt)

@@ -226,7 +226,9 @@ def _stdout_bytes(lowered: Any, src: Path, weights: Any = None) -> bytes:
     from seqlower.model_io import PROTOBUF_LIMIT, to_proto
 
     if isinstance(lowered, onnx.ModelProto):  # lowered by region: no external data
-        return b"".join(weights.serialized(lowered)) if weights is not None else lowered.SerializeToString(deterministic=True)
+        if weights is not None:
+            return b"".join(weights.serialized(lowered))
+        return lowered.SerializeToString(deterministic=True)
     total = sum(v.const_value.nbytes for g in graphs_of(lowered) for v in g.initializers.values()
                 if v.const_value is not None)
     if total > PROTOBUF_LIMIT:

@@ -222,7 +222,8 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
                 yield where, "main", (f"its shape '{target}' is a computed tensor or one dim, where TVM's frontend wants "
                                       "a shape expression or a constant (quirk shape-expr)")
                 continue
-            if node.op_type == "Expand" and target in values and not is_stub(values[target]) and 0 in onnx.numpy_helper.to_array(values[target]).reshape(-1):
+            if node.op_type == "Expand" and target in values and not is_stub(values[target]) \
+                    and 0 in onnx.numpy_helper.to_array(values[target]).reshape(-1):
                 yield where, "main", ("it expands a computed tensor to a zero-size dim, which TVM's frontend refuses: "
                                       "'Invalid target dimension 0' (quirk expand-zero-dim)")
                 continue
