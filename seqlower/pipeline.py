@@ -26,7 +26,8 @@ from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
-from seqlower.regions import RESERVED_NAMES_KEY, cut, has_work, node_kinds, splice
+from seqlower import repeats
+from seqlower.regions import RESERVED_NAMES_KEY, Found, Region, _inner_names, build, find, has_work, node_kinds, splice
 from seqlower.targets import Gap, load_target, lacking_ops, target_gaps
 from seqlower.weights import Weights
 
@@ -222,28 +223,37 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     # or bounded by --dim-max by tracing its trip count and initial values back to what
     # computes them, which a region cut off from the rest of the model cannot do.
     loops_traced = "Loop" in target.lacks and any(op == "Loop" for op, _, _ in kinds)
-    region = None if options.dim_max or loops_traced else cut(proto, target.lacks, dict(target.quirks), inferred,
-                                                               weights, kinds)
+    found = None if options.dim_max or loops_traced else find(proto, target.lacks, dict(target.quirks), weights, kinds)
+    region, templates = None, []
+    if found is not None:
+        region, templates = _cut_repeats(found, inferred, weights, label, options)
     if isinstance(inferred, InferredTypes):
         inferred.release()  # the region took its types; the whole model's inference result goes
     if region is not None:
-        sub = from_proto(region.model, label)
-        region.model = onnx.ModelProto()  # converted: its protobuf copy of the region goes
-        sub.meta[RESERVED_NAMES_KEY] = region.reserved
-        lowered, report = lower_with_report(sub, options)
-        if options.optimize and report.rewrites:
-            optimize_region(lowered)
-            # What folding made constant lets inference find more: inferred now, so that
-            # lowering the output again finds nothing new.
-            _run_passes([InferSequenceShapesPass(options.keepdims_policy)], lowered)
-            # lower_with_report checked the region before the optimizer: again after it.
-            check_model(lowered, "the lowered model", what="fails the ONNX checker")
+        if region.model.graph.node:
+            # What the rest of the region makes must not take a name the copies keep.
+            kept_names = {o for group, _, _ in templates for m in group.members for o in m.values}
+            rest, report = _lower_region(region, label, options, region.reserved | kept_names)
+        else:
+            rest, report = None, LowerReport()
+        if templates:
+            taken = set(region.reserved) | {o for i in region.nodes for o in found.outs[i]}
+            if rest is not None:
+                taken |= set(_names(rest.graph))
+            copies = [repeats.instantiate(group, lowered, rep.rewrites, rep.notes, taken)
+                      for group, lowered, rep in templates]
+            for c in copies:
+                report.rewrites.extend(c.rewrites)
+                report.notes.extend(n for n in dict.fromkeys(c.notes) if n not in report.notes)
+            lowered = repeats.assemble(region, rest, copies)
+        else:
+            lowered = rest
         # The region's gaps are the lowered sub-model's; outside it there is no sequence,
         # only ops the target may lack.
         inside = set(region.nodes)
         outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target) \
             if target.lacks else []
-        if splice(proto, region, to_proto(lowered)) is not None:
+        if lowered is not None and splice(proto, region, lowered) is not None:
             report.gaps = [*report.gaps, *outside]
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
@@ -253,6 +263,62 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     if base_dir is not None:
         ir.external_data.set_base_dir(model.graph, base_dir)
     return lower_with_report(model, options)
+
+
+def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, weights: Weights | None,
+                 label: str, options: LowerOptions) -> tuple[Region, list[tuple[repeats.Group, onnx.ModelProto, LowerReport]]]:
+    """The region, with its repeated webs lowered apart (``seqlower.repeats``): each group's
+    template lowered, and the region that is left, whose sub-model leaves the members out."""
+    plan = repeats.Plan(found, inferred, weights)
+    made: dict[bytes, tuple[repeats.Group, onnx.ModelProto, LowerReport] | None] = {}
+    for m in plan.candidates:
+        key = plan.key(m)
+        if key is None:
+            continue
+        if key not in made:
+            if not plan.may_make_template(m):
+                continue
+            template = build(found, set(m.nodes), inferred, weights, lowered=plan.known,
+                             output_types=plan.output_types(m))
+            lowered, rep = _lower_region(template, label, options)
+            # What stays is reported node by node, and a template copies whole outputs.
+            clean = not (rep.remaining or rep.gaps or rep.kept_loops) and repeats.fits(m, lowered)
+            made[key] = (repeats.Group(key), lowered, rep) if clean else None
+        got = made[key]
+        if got is None:
+            continue
+        got[0].members.append(m)
+        plan.learn(m, got[1])
+    templates = [t for t in made.values() if t is not None]
+    apart = {i for group, _, _ in templates for m in group.members for i in m.nodes}
+    return build(found, found.region, inferred, weights, apart, lowered=plan.known), templates
+
+
+def _lower_region(region: Region, label: str, options: LowerOptions,
+                  reserved: set[str] | None = None) -> tuple[onnx.ModelProto, LowerReport]:
+    """A region's sub-model lowered (and optimized, unless ``--no-optimize``) and checked.
+    ``reserved``: names the lowering must not take (else the region's)."""
+    sub = from_proto(region.model, label)
+    region.model = onnx.ModelProto()  # converted: its protobuf copy of the region goes
+    sub.meta[RESERVED_NAMES_KEY] = region.reserved if reserved is None else reserved
+    lowered, report = lower_with_report(sub, options)
+    if options.optimize and report.rewrites:
+        optimize_region(lowered)
+        # What folding made constant lets inference find more: inferred now, so that
+        # lowering the output again finds nothing new.
+        _run_passes([InferSequenceShapesPass(options.keepdims_policy)], lowered)
+        # lower_with_report checked the region before the optimizer: again after it.
+        check_model(lowered, "the lowered model", what="fails the ONNX checker")
+    return to_proto(lowered), report
+
+
+def _names(graph: onnx.GraphProto) -> list[str]:
+    """Every name a graph makes: initializers, node outputs, its subgraphs' own names."""
+    names = [t.name for t in graph.initializer] + [v.name for v in graph.input]
+    for n in graph.node:
+        names.extend(o for o in n.output if o)
+        names.extend(_inner_names(n))
+    return names
 
 
 def optimize_region(model: ir.Model) -> None:

@@ -168,24 +168,25 @@ class Region:
     # What each main-graph node reads (its subgraphs' outer reads included), by index:
     # the splice finds the readers to rename here.
     reads: list[tuple[str, ...] | set[str]] = field(default_factory=list)
-    model_inputs: list[str] = field(default_factory=list)  # the sub-model's graph inputs
-
-    def __post_init__(self) -> None:
-        self.model_inputs = [v.name for v in self.model.graph.input]
+    model_inputs: list[str] = field(default_factory=list)  # the region's inputs that are not constants
 
 
-def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
-        inferred: Mapping[str, onnx.TypeProto] | None = None, weights: Weights | None = None,
-        kinds: list[tuple[str, str, bool]] | None = None) -> Region | None:
-    """The sequence region of ``model``'s main graph as a sub-model, or None when the region
-    way does not apply (see the module's doc). ``model`` is not changed. ``inferred``:
-    types inference already found for the main graph's values (else the region's inputs
-    that the model does not type are inferred on their cone). ``weights``: the weights
-    ``model``'s stubs stand for (``seqlower.weights``); the region reads them itself.
-    ``kinds``: ``node_kinds`` of the main graph, when read already.
+@dataclass
+class Found:
+    """The main graph's nodes as ``find`` read them, and which of them are the region."""
+    model: onnx.ModelProto
+    nodes: list[onnx.NodeProto]
+    kinds: list[tuple[str, str, bool]]
+    outs: list[tuple[str, ...]]  # each node's outputs
+    reads: list[tuple[str, ...] | set[str]]  # what each node reads, its subgraphs' outer reads included
+    outer: dict[int, set[str]]  # nodes with subgraphs: every name they read
+    region: set[int]
 
-    A few passes over the nodes, each a set test per node: a model of 40,000 nodes is cut
-    in a tenth of a second."""
+
+def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
+         weights: Weights | None = None, kinds: list[tuple[str, str, bool]] | None = None) -> Found | None:
+    """The nodes of ``model``'s main graph that make its sequence region, or None when the
+    region way does not apply (see the module's doc). Arguments as ``cut``'s."""
     if _WHOLE_MODEL_QUIRKS & set(quirks):
         return None
     g = model.graph
@@ -203,7 +204,7 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     kinds = kinds if kinds is not None else node_kinds(g)
     outs = [tuple(n.output) for n in nodes]
     region: set[int] = set()
-    outer: dict[int, set[str]] = {}  # nodes with subgraphs: every name they read
+    outer: dict[int, set[str]] = {}
     for i, (op, domain, attributed) in enumerate(kinds):
         n = nodes[i]
         if attributed and subgraphs_of(n):
@@ -227,6 +228,39 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
                 region.add(i)
                 grown.update(o for o in outs[i] if o)
         frontier = grown
+    return Found(model, nodes, kinds, outs, reads, outer, region)
+
+
+def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
+        inferred: Mapping[str, onnx.TypeProto] | None = None, weights: Weights | None = None,
+        kinds: list[tuple[str, str, bool]] | None = None) -> Region | None:
+    """The sequence region of ``model``'s main graph as a sub-model, or None when the region
+    way does not apply (see the module's doc). ``model`` is not changed. ``inferred``:
+    types inference already found for the main graph's values (else the region's inputs
+    that the model does not type are inferred on their cone). ``weights``: the weights
+    ``model``'s stubs stand for (``seqlower.weights``); the region reads them itself.
+    ``kinds``: ``node_kinds`` of the main graph, when read already.
+
+    A few passes over the nodes, each a set test per node: a model of 40,000 nodes is cut
+    in a tenth of a second."""
+    found = find(model, lacks, quirks, weights, kinds)
+    return None if found is None else build(found, found.region, inferred, weights)
+
+
+def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] | None = None,
+          weights: Weights | None = None, apart: Iterable[int] = (),
+          lowered: Mapping[str, onnx.TypeProto] | None = None,
+          output_types: Mapping[str, onnx.TypeProto] | None = None) -> Region:
+    """The nodes ``part`` of ``found``'s graph as a Region (``cut``'s arguments). ``apart``:
+    nodes of ``part`` that another way lowers (``seqlower.repeats``): the Region still
+    covers them (inputs, outputs, where it goes), but its sub-model leaves them out and
+    reads what they make as inputs and declares what they read as outputs. ``lowered``:
+    the types of values other nodes of the region make, as their lowering declares them
+    (they type the sub-model's inputs before what the model declares or inference found).
+    ``output_types``: how the sub-model declares its outputs, where not as the model does."""
+    model, nodes, kinds, outs, reads, outer = found.model, found.nodes, found.kinds, found.outs, found.reads, found.outer
+    g = model.graph
+    region = part
     order = sorted(region)
     defined = {o for i in order for o in outs[i] if o}
     inputs: list[str] = []
@@ -263,6 +297,21 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
             reserved |= _inner_names(nodes[i])
     outputs = [o for i in order for o in outs[i] if o in read_outside]
 
+    apart = set(apart)
+    kept = [i for i in order if i not in apart]
+    # The sub-model's boundary: the region's, and between the nodes kept and those apart.
+    sub_in, sub_out = inputs, outputs
+    if apart:
+        made_apart = {o for i in apart for o in outs[i] if o}
+        kept_made = {o for i in kept for o in outs[i] if o}
+        kept_reads: list[str] = []
+        for i in kept:
+            kept_reads.extend(x for x in reads[i] if x and x not in kept_made)
+        kept_reads = list(dict.fromkeys(kept_reads))
+        read_apart = {x for i in apart for x in reads[i]}
+        sub_in = [x for x in kept_reads if x in wanted or x in made_apart]
+        sub_out = [o for i in kept for o in outs[i] if o and (o in read_outside or o in read_apart)]
+
     types: dict[str, onnx.TypeProto] = {}
     for v in (*g.input, *g.value_info, *g.output):
         if v.type.WhichOneof("value") is not None:
@@ -274,14 +323,16 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
                     and g.initializer[i].data_type not in _NUMBERS else g.initializer[i]
                     for i, x in enumerate(init_names) if x in wanted}
     reserved.update(init_names)
-    missing = [x for x in [*inputs, *outputs] if not _full_type(types.get(x)) and x not in initializers]
+    missing = [x for x in dict.fromkeys([*inputs, *outputs, *sub_in, *sub_out])
+               if not _full_type(types.get(x)) and x not in initializers]
     if missing and inferred is not None:
         types.update((x, inferred[x]) for x in missing if x in inferred)
     elif missing:
         types.update(_infer_cone(model, nodes, missing, types, region))
 
-    sub_inputs, sub_inits, constants = [], [], set()
-    for x in inputs:
+    sub_inputs, sub_inits, constants, model_inputs = [], [], set(), []
+    taken = set(sub_in)
+    for x in dict.fromkeys([*inputs, *sub_in]):
         t = initializers.get(x)
         if t is None and x in constant_nodes:
             t = _constant_value(constant_nodes[x])
@@ -289,24 +340,23 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
                 last_producer = max(last_producer, constant_at[x])
         if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data \
                 and not is_stub(t):
-            sub_inits.append(t)
             constants.add(x)
-        elif t is not None:
+            if x in taken:
+                sub_inits.append(t)
+            continue
+        if x in wanted:
+            model_inputs.append(x)
+        if x not in taken:
+            continue
+        if t is not None:
             sub_inputs.append(helper.make_tensor_value_info(x, t.data_type, list(t.dims)))
         else:
-            vi = onnx.ValueInfoProto(name=x)
-            if x in types:
-                vi.type.CopyFrom(types[x])
-            sub_inputs.append(vi)
-    sub_outputs = []
-    for x in outputs:
-        vi = onnx.ValueInfoProto(name=x)
-        if x in types:
-            vi.type.CopyFrom(types[x])
-        sub_outputs.append(vi)
-    sub_graph = helper.make_graph([nodes[i] for i in order], g.name or "main", sub_inputs, sub_outputs,
+            sub_inputs.append(_typed(x, lowered if lowered is not None and x in lowered else types))
+    sub_outputs = [_typed(x, output_types if output_types is not None and x in output_types else types)
+                   for x in sub_out]
+    sub_graph = helper.make_graph([nodes[i] for i in kept], g.name or "main", sub_inputs, sub_outputs,
                                   initializer=sub_inits)
-    region_names = defined | {n for i in order for n in _inner_names(nodes[i])}
+    region_names = defined | {n for i in kept for n in _inner_names(nodes[i])}
     sub_graph.value_info.extend(v for v in g.value_info if v.name in region_names)
     sub = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
     sub.opset_import.extend(model.opset_import)
@@ -314,7 +364,14 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
     sub.graph.CopyFrom(sub_graph)
     shared.update(v.name for v in g.output)
     return Region(sub, order, inputs, outputs, constants, reserved - set(inputs), last_producer, first_reader,
-                  {k: v for k, v in constant_at.items() if k in constants}, constants - shared, reads)
+                  {k: v for k, v in constant_at.items() if k in constants}, constants - shared, reads, model_inputs)
+
+
+def _typed(name: str, types: Mapping[str, onnx.TypeProto]) -> onnx.ValueInfoProto:
+    vi = onnx.ValueInfoProto(name=name)
+    if name in types:
+        vi.type.CopyFrom(types[name])
+    return vi
 
 
 def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:

@@ -1,0 +1,531 @@
+"""Webs that repeat (DESIGN.md, "Core v2": Regions): lowered once, copied under new names.
+
+A model built of blocks holds the same web over and over: a layer stack that splits,
+maps and joins in every layer. Lowering is a function of what the passes read, not of
+names, so equal webs lower to equal nodes up to names. Each group of equal webs is lowered
+once, as a sub-model of its first member (the template); every member takes a copy of the
+template's lowered nodes with its own names. The cost of a model of N equal blocks is one
+block's lowering and N copies, not N lowerings.
+
+A component is the region's nodes joined by the values that may be sequences (tensors
+made by ConcatFromSequence, SequenceAt, SequenceLength and other tensor ops do not join).
+Two components are equal (their ``key``) when everything a lowering reads is: their nodes
+in order (op, domain, attributes, with what subgraphs read from outside as positions), how
+they are wired, the types of what they read and of what the rest of the model reads of
+them, the values of the constants they read and the declared types of their values.
+
+In place, a lowering also sees what the rest of the region lowers to: a size another web
+counts, a shape inference learns once that web is gone. A component that reads anything
+from the rest of the region other than a tensor of numbers (float types) whose shape is
+fully known would lower differently alone, so it stays in the region.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+
+from seqlower import ops
+from seqlower.errors import describe_node
+from seqlower.protos import outer_reads, subgraphs_of
+from seqlower.regions import _CARRIERS, _DEFAULT, _NUMBERS, _SMALL_BYTES, Found, Region, _constant_value, _full_type
+from seqlower.weights import Weights, is_stub
+
+__all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_MEMBERS"]
+
+# A group is lowered apart when it has at least this many members: lowering a template
+# costs a pass pipeline of its own (tens of milliseconds), which a few members lowered in
+# place cost as well.
+MIN_MEMBERS = 4
+
+# Ops whose outputs may be sequences (or optionals, maps): the values that join a component.
+_JOINING = frozenset((ops.names("sequence") - {"ConcatFromSequence", "SequenceAt", "SequenceLength"})
+                     | ops.names("optional") | _CARRIERS)
+
+
+@dataclass
+class Member:
+    nodes: list[int]  # indices in the main graph, in order
+    inputs: list[str]  # what it reads from outside, in the order the key numbers them
+    outputs: list[str]  # what the rest of the model reads of it, in node order
+    values: list[str]  # every value its nodes make (top level), in node order
+    labels: list[str]  # each node's label (as the report names it)
+    shape: bytes = b""  # the part of its key that names do not change: nodes, wiring, declared types
+
+
+@dataclass
+class Group:
+    key: bytes
+    members: list[Member] = field(default_factory=list)
+
+
+def _components(found: Found) -> list[list[int]]:
+    parent = {i: i for i in found.region}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    producer = {o: i for i in found.region for o in found.outs[i] if o}
+    for c in sorted(found.region):
+        for x in found.reads[c]:
+            p = producer.get(x)
+            if p is None:
+                continue
+            op, domain, _ = found.kinds[p]
+            if domain not in _DEFAULT or op in _JOINING:
+                a, b = root(p), root(c)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    comps: dict[int, list[int]] = {}
+    for i in sorted(found.region):
+        comps.setdefault(root(i), []).append(i)
+    return list(comps.values())
+
+
+def _free_names(node: onnx.NodeProto) -> list[str]:
+    """What ``node``'s subgraphs read from outside, in the order they first read it."""
+    out: list[str] = []
+    stack: list[tuple[onnx.GraphProto, frozenset[str]]] = [(g, frozenset()) for g in reversed(subgraphs_of(node))]
+    while stack:
+        g, bound = stack.pop()
+        bound = bound | {v.name for v in g.input} | {t.name for t in g.initializer} | {
+            o for n in g.node for o in n.output}
+        inner: list[tuple[onnx.GraphProto, frozenset[str]]] = []
+        for n in g.node:
+            out.extend(x for x in n.input if x and x not in bound)
+            inner.extend((s, bound) for s in subgraphs_of(n))
+        out.extend(v.name for v in g.output if v.name not in bound)
+        stack.extend(reversed(inner))
+    return list(dict.fromkeys(out))
+
+
+def _rename(node: onnx.NodeProto, names: Mapping[str, str], *, all_names: bool) -> None:
+    """Rename in place what ``node`` reads (``all_names``: and makes, its subgraphs' own
+    names included) by ``names``."""
+    for k, x in enumerate(node.input):
+        if x in names:
+            node.input[k] = names[x]
+    if all_names:
+        for k, x in enumerate(node.output):
+            if x in names:
+                node.output[k] = names[x]
+    for g in subgraphs_of(node):
+        if all_names:
+            for v in (*g.input, *g.value_info):
+                if v.name in names:
+                    v.name = names[v.name]
+            for t in g.initializer:
+                if t.name in names:
+                    t.name = names[t.name]
+        for v in g.output:
+            if v.name in names:
+                v.name = names[v.name]
+        for n in g.node:
+            _rename(n, names, all_names=all_names)
+
+
+class _Keys:
+    """Reads each component's key; see the module's doc."""
+
+    def __init__(self, found: Found, inferred: Mapping[str, onnx.TypeProto] | None, weights: Weights | None) -> None:
+        self.found = found
+        self.weights = weights
+        g = found.model.graph
+        # As ``regions.build`` types a sub-model's boundary: declared, else inferred.
+        self.types: dict[str, onnx.TypeProto] = {}
+        for v in (*g.input, *g.value_info, *g.output):
+            if v.type.WhichOneof("value") is not None:
+                self.types.setdefault(v.name, v.type)
+        self.inferred = inferred or {}
+        self.initializers = {t.name: k for k, t in enumerate(g.initializer)}
+        self.declared = {v.name: v.type for v in g.value_info}
+        self.graph_outputs = {v.name for v in g.output}
+        self.producer = {o: i for i in found.region for o in found.outs[i] if o}
+        self.constant_nodes = {found.outs[i][0]: i for i, (op, domain, _) in enumerate(found.kinds)
+                               if op == "Constant" and domain in _DEFAULT and i not in found.region and found.outs[i]}
+        self.read_count = Counter(x for r in found.reads for x in r)
+
+    def _constant(self, x: str) -> onnx.TensorProto | None:
+        """The value ``x`` comes into a sub-model with (as ``regions.build`` decides), or None."""
+        k = self.initializers.get(x)
+        t: onnx.TensorProto | None = None
+        if k is not None:
+            t = self.found.model.graph.initializer[k]
+            if is_stub(t) and self.weights is not None and x in self.weights.spans and t.data_type not in _NUMBERS:
+                t = self.weights.tensor(x)
+        elif x in self.constant_nodes:
+            t = _constant_value(self.found.nodes[self.constant_nodes[x]])
+        if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data \
+                and not is_stub(t):
+            return t
+        return None
+
+    def _type(self, x: str) -> onnx.TypeProto | None:
+        tp = self.types.get(x)
+        if not _full_type(tp) and x in self.inferred:
+            return self.inferred[x]
+        return tp
+
+    def _input(self, x: str, comp: set[int], known: Mapping[str, onnx.TypeProto] | None) -> bytes | None:
+        """What the key holds of an input ``x``: its value (a constant) or its type (only its
+        element type while ``known`` is None: the first, structural key); None: the
+        component cannot be lowered apart."""
+        t = self._constant(x)
+        if t is not None:
+            c = onnx.TensorProto()
+            c.CopyFrom(t)
+            c.name = ""
+            return b"c" + c.SerializeToString()
+        k = self.initializers.get(x)
+        if k is not None:
+            t = self.found.model.graph.initializer[k]
+            return b"w" + bytes(repr((t.data_type, list(t.dims))), "ascii")
+        p = self.producer.get(x)
+        tp = known[x] if known is not None and x in known else self._type(x)
+        if p is not None and p not in comp:
+            # Made elsewhere in the region: only numbers (see the module's doc), of a known
+            # shape unless the lowering of their maker declared it.
+            if tp is None or tp.WhichOneof("value") != "tensor_type" or tp.tensor_type.elem_type not in _NUMBERS:
+                return None
+            if known is not None and x not in known and not _static(tp):
+                return None
+        if known is None:
+            return b"t" + (bytes(str(tp.tensor_type.elem_type), "ascii")
+                           if tp is not None and tp.WhichOneof("value") == "tensor_type" else b"?")
+        return b"t" + (tp.SerializeToString(deterministic=True) if tp is not None else b"?")
+
+    def key(self, m: Member, known: Mapping[str, onnx.TypeProto] | None = None) -> bytes | None:
+        """The member's key; see ``_input`` for ``known``."""
+        inside = set(m.nodes)
+        described = [m.shape]
+        for x in m.inputs:
+            d = self._input(x, inside, known)
+            if d is None:
+                return None
+            described.append(d)
+        for o in m.outputs:
+            tp = self._type(o)
+            if tp is None or tp.WhichOneof("value") != "tensor_type" or tp.tensor_type.elem_type not in _NUMBERS:
+                return None  # what the rest of the region reads of it: numbers only (see the doc)
+            # The template declares only the element type (``output_types``): the lowering
+            # declares the shape, where inference may have named unknown dims per member.
+            described.append(b"o" + bytes(str(tp.tensor_type.elem_type), "ascii"))
+        return b"\0".join(described)
+
+    def member(self, comp: list[int]) -> Member | None:
+        found = self.found
+        local: dict[str, str] = {}
+        inputs: dict[str, str] = {}
+        parts: list[Any] = []
+        values: list[str] = []
+        labels: list[str] = []
+
+        def token(x: str) -> str:
+            if not x:
+                return ""
+            if x in local:
+                return local[x]
+            return inputs.setdefault(x, f"\0${len(inputs)}")
+
+        for i in comp:
+            n = found.nodes[i]
+            op, domain, attributed = found.kinds[i]
+            ins = [token(x) for x in n.input]
+            if i in found.outer:
+                free = _free_names(n)
+                names = {x: token(x) for x in free}
+                copy = onnx.NodeProto()
+                copy.CopyFrom(n)
+                copy.name = ""
+                del copy.input[:]
+                del copy.output[:]
+                _rename(copy, names, all_names=False)
+                stack = subgraphs_of(copy)
+                while stack:
+                    sub = stack.pop()
+                    sub.name = ""
+                    for m in sub.node:
+                        stack.extend(subgraphs_of(m))
+                attrs = copy.SerializeToString(deterministic=True)
+                ins.append("|")
+                ins.extend(names[x] for x in free)
+            else:
+                attrs = b"".join(a.SerializeToString() for a in n.attribute) if attributed else b""
+            outs = found.outs[i]
+            parts.append((op, domain, tuple(ins), len(outs), attrs))
+            labels.append(describe_node(op, n.name, list(outs)))
+            for o in outs:
+                if o:
+                    local[o] = f"\0%{len(local)}"
+                    values.append(o)
+        if self.graph_outputs.intersection(values):
+            return None  # a model output: its declared type is the lowering's to correct
+        reads_inside = Counter(x for i in comp for x in found.reads[i])
+        outputs = [o for o in values if self.read_count[o] > reads_inside[o]]
+        shape = [repr(parts).encode()]
+        shape.extend(local[o].encode() for o in outputs)
+        shape.extend(b"v" + local[o].encode() + self.declared[o].SerializeToString(deterministic=True)
+                     for o in values if o in self.declared)
+        return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape))
+
+
+def _static(tp: onnx.TypeProto) -> bool:
+    return tp.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in tp.tensor_type.shape.dim)
+
+
+class Plan:
+    """Which members of the region are lowered apart, found member by member in the
+    model's order: a member's key holds the types its inputs have once what makes them is
+    lowered (a web that stacks rows declares the shape inference could not find)."""
+
+    def __init__(self, found: Found, inferred: Mapping[str, onnx.TypeProto] | None,
+                 weights: Weights | None = None) -> None:
+        self.candidates: list[Member] = []
+        # Lowered types of what members lowered apart make.
+        self.known: dict[str, onnx.TypeProto] = {}
+        self._budget: dict[bytes, int] = {}
+        self._shape_of: dict[int, bytes] = {}
+        if inferred is None:
+            return  # ``build`` would infer types the keys do not hold
+        comps = _components(found)
+        if len(comps) < MIN_MEMBERS:
+            return
+        self.keys = _Keys(found, inferred, weights)
+        by_key: dict[bytes, list[Member]] = {}
+        for comp in comps:
+            m = self.keys.member(comp)
+            k = self.keys.key(m) if m is not None else None
+            if k is not None:
+                by_key.setdefault(k, []).append(m)
+        for k, ms in by_key.items():
+            if len(ms) >= MIN_MEMBERS:
+                # At most one template a few members: equal shapes, unequal types.
+                self._budget[k] = max(1, len(ms) // MIN_MEMBERS)
+                for m in ms:
+                    self._shape_of[id(m)] = k
+                self.candidates.extend(ms)
+        self.candidates.sort(key=lambda m: m.nodes[0])
+
+    def key(self, m: Member) -> bytes | None:
+        """``m``'s key with what is known now; None: it stays in the region."""
+        return self.keys.key(m, self.known)
+
+    def output_types(self, m: Member) -> dict[str, onnx.TypeProto]:
+        """How a template declares its outputs: their element types (see ``_Keys.key``)."""
+        out = {}
+        for o in m.outputs:
+            tp = onnx.TypeProto()
+            tp.tensor_type.elem_type = self.keys._type(o).tensor_type.elem_type
+            out[o] = tp
+        return out
+
+    def may_make_template(self, m: Member) -> bool:
+        k = self._shape_of[id(m)]
+        if self._budget[k] <= 0:
+            return False
+        self._budget[k] -= 1
+        return True
+
+    def learn(self, m: Member, lowered: onnx.ModelProto) -> None:
+        """``m`` is a copy of ``lowered``: what it makes has the types ``lowered`` declares."""
+        for o, v in zip(m.outputs, lowered.graph.output):
+            self.known[o] = v.type
+
+
+def fits(m: Member, lowered: onnx.ModelProto) -> bool:
+    """Whether a member's lowering can be a template: it makes each output with a node
+    and declares them in the member's order."""
+    lg = lowered.graph
+    return [v.name for v in lg.output] == m.outputs and set(m.outputs) <= {o for n in lg.node for o in n.output}
+
+
+@dataclass
+class Instances:
+    """A group's copies of its template's lowering."""
+    nodes: list[onnx.NodeProto]  # every member's, member after member
+    first: list[int]  # per member, the main-graph index of its first node (where its nodes go)
+    counts: list[int]  # per member, how many nodes it has in ``nodes``
+    initializers: list[onnx.TensorProto]  # the template's own constants, once
+    value_info: list[onnx.ValueInfoProto]
+    outputs: dict[str, onnx.TypeProto]  # type of each member output
+    rewrites: list[dict[str, str]]
+    notes: list[str]
+
+
+def _names_of(lowered: onnx.GraphProto) -> list[str]:
+    """Every name the lowered template makes: node outputs and its subgraphs' own names."""
+    names: list[str] = []
+    for n in lowered.node:
+        names.extend(o for o in n.output if o)
+    stack = [g for n in lowered.node for g in subgraphs_of(n)]
+    while stack:
+        g = stack.pop()
+        names.extend(v.name for v in g.input)
+        names.extend(t.name for t in g.initializer)
+        for n in g.node:
+            names.extend(o for o in n.output if o)
+            stack.extend(subgraphs_of(n))
+    return list(dict.fromkeys(names))
+
+
+def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str, str]], notes: list[str],
+                taken: set[str]) -> Instances:
+    """Every member's copy of ``lowered`` (the first member's lowering, which ``fits``),
+    named after the member's own values. ``taken``: every name the model has; the new
+    names are added to it."""
+    rep = group.members[0]
+    lg = lowered.graph
+    own = set(_names_of(lg)) - set(rep.outputs) - set(rep.inputs)
+    # A name the template made after one of the member's (``m0_stacked`` after ``m0``)
+    # is made after the member's counterpart.
+    theirs = sorted(((x, k) for k, x in enumerate([*rep.inputs, *rep.values]) if x), key=lambda p: -len(p[0]))
+
+    def stem(name: str) -> tuple[int, str] | None:
+        for x, k in theirs:
+            if name.startswith(x) and name != x:
+                return k, name[len(x):]
+        return None
+
+    stems = {t: stem(t) for t in own}
+    node_names = [n.name for n in lg.node]
+    name_stems = {t: stem(t) for t in node_names if t}
+    # The template's constants: read by every member, added once under a free name.
+    shared: dict[str, str] = {}
+    inits: list[onnx.TensorProto] = []
+    for t in lg.initializer:
+        if t.name in rep.inputs:
+            continue
+        name = _free(t.name, taken)
+        shared[t.name] = name
+        c = onnx.TensorProto()
+        c.CopyFrom(t)
+        c.name = name
+        inits.append(c)
+    label_of = {lab: k for k, lab in enumerate(rep.labels)}
+    out = Instances([], [], [], inits, [], {}, [], [])
+    out_types = {v.name: v.type for v in lg.output}
+    infos = [v for v in lg.value_info if v.name in own or v.name in rep.outputs]
+    node_names_taken: set[str] = set()
+    for j, m in enumerate(group.members):
+        counterpart = [*m.inputs, *m.values]
+        names: dict[str, str] = dict(shared)
+        names.update(zip(rep.inputs, m.inputs))
+        names.update(zip(rep.outputs, m.outputs))
+        for t in own:
+            s = stems[t]
+            names[t] = _free(counterpart[s[0]] + s[1] if s is not None else f"{t}_{j}", taken)
+        for n in lg.node:
+            c = onnx.NodeProto()
+            c.CopyFrom(n)
+            _rename(c, names, all_names=True)
+            if n.name:
+                s = name_stems.get(n.name)
+                c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{n.name}_{j}", node_names_taken)
+            out.nodes.append(c)
+        out.first.append(m.nodes[0])
+        out.counts.append(len(lg.node))
+        for v in infos:
+            c = onnx.ValueInfoProto()
+            c.CopyFrom(v)
+            c.name = names[v.name]
+            out.value_info.append(c)
+        for o, mo in zip(rep.outputs, m.outputs):
+            out.outputs[mo] = out_types[o]
+        relabel = {lab: m.labels[k] for lab, k in label_of.items()}
+        for r in rewrites:
+            e = dict(r)
+            e["node"] = relabel.get(e["node"], e["node"])
+            if e.get("graph", "main") != "main":
+                for a, b in relabel.items():
+                    e["graph"] = e["graph"].replace(a, b)
+            out.rewrites.append(e)
+        for note in notes:
+            for a, b in relabel.items():
+                note = note.replace(a, b)
+            out.notes.append(note)
+    return out
+
+
+def _free(name: str, taken: set[str]) -> str:
+    """``name``, or the first ``name_k`` no one has; taken from now on."""
+    got, k = name, 0
+    while got in taken:
+        k += 1
+        got = f"{name}_{k}"
+    taken.add(got)
+    return got
+
+
+def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Instances]) -> onnx.ModelProto:
+    """The region's whole lowering as ``splice`` takes it: ``rest`` (the lowered sub-model
+    of what was not lowered apart) and every group's copies, in an order that makes each
+    value before it is read, keeping the model's order where it can."""
+    lowered = onnx.ModelProto()
+    if rest is not None:
+        lowered.CopyFrom(rest)
+        del lowered.graph.node[:]
+        del lowered.graph.input[:]
+        del lowered.graph.output[:]
+    g = lowered.graph
+    rest_nodes = list(rest.graph.node) if rest is not None else []
+    # Where each node was in the model: a member's copies where the member began; the
+    # rest's nodes where the rest began.
+    placed: list[tuple[int, onnx.NodeProto]] = [(region.nodes[0], n) for n in rest_nodes]
+    for inst in instances:
+        k = 0
+        for first, count in zip(inst.first, inst.counts):
+            placed.extend((first, n) for n in inst.nodes[k:k + count])
+            k += count
+        g.initializer.extend(inst.initializers)
+        g.value_info.extend(inst.value_info)
+    placed.sort(key=lambda p: p[0])
+    g.node.extend(_topological([n for _, n in placed]))
+    g.input.extend(onnx.ValueInfoProto(name=x) for x in region.model_inputs)
+    rest_out = {v.name: v for v in rest.graph.output} if rest is not None else {}
+    for x in region.outputs:
+        v = onnx.ValueInfoProto(name=x)
+        if x in rest_out:
+            v.CopyFrom(rest_out[x])
+        else:
+            for inst in instances:
+                if x in inst.outputs:
+                    v.type.CopyFrom(inst.outputs[x])
+                    break
+        g.output.append(v)
+    return lowered
+
+
+def _topological(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """``nodes`` in an order where each is after what makes its inputs; of the nodes that
+    may go next, the first in ``nodes``."""
+    made = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    needs = [0] * len(nodes)
+    readers: list[list[int]] = [[] for _ in nodes]
+    for k, n in enumerate(nodes):
+        reads = outer_reads(n) if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                                      for a in n.attribute) else set(n.input)
+        deps = {made[x] for x in reads if x in made and made[x] != k}
+        needs[k] = len(deps)
+        for d in deps:
+            readers[d].append(k)
+    ready = [k for k, c in enumerate(needs) if c == 0]
+    heapq.heapify(ready)
+    order: list[onnx.NodeProto] = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(nodes[k])
+        for r in readers[k]:
+            needs[r] -= 1
+            if needs[r] == 0:
+                heapq.heappush(ready, r)
+    if len(order) != len(nodes):
+        raise AssertionError("the lowered region has a cycle (internal error)")
+    return order
