@@ -240,7 +240,11 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             taken = set(region.reserved) | {o for i in region.nodes for o in found.outs[i]}
             if rest is not None:
                 taken |= set(_names(rest.graph))
-            copies = [repeats.instantiate(group, lowered, rep.rewrites, rep.notes, taken)
+            inside = set(region.nodes)
+            node_names = {n.name for i, n in enumerate(found.nodes) if i not in inside}
+            if rest is not None:
+                node_names.update(n.name for n in rest.graph.node)
+            copies = [repeats.instantiate(group, lowered, rep.rewrites, rep.notes, taken, node_names)
                       for group, lowered, rep in templates]
             for c in copies:
                 report.rewrites.extend(c.rewrites)
@@ -279,7 +283,7 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
             if not plan.may_make_template(m):
                 continue
             template = build(found, set(m.nodes), inferred, weights, lowered=plan.known,
-                             output_types=plan.output_types(m))
+                             output_types=plan.output_types(m), weights_typed=True)
             lowered, rep = _lower_region(template, label, options)
             # What stays is reported node by node, and a template copies whole outputs.
             clean = not (rep.remaining or rep.gaps or rep.kept_loops) and repeats.fits(m, lowered)

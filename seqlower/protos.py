@@ -110,8 +110,11 @@ def value_infos(proto: onnx.ModelProto) -> Iterator[onnx.ValueInfoProto]:
 
 def subgraphs_of(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The graphs a node's attributes hold (If's branches, Loop's and Scan's bodies)."""
+    attrs = node.attribute
+    if not attrs:
+        return []
     out: list[onnx.GraphProto] = []
-    for attr in node.attribute:
+    for attr in attrs:
         if attr.type == onnx.AttributeProto.GRAPH:
             out.append(attr.g)
         elif attr.type == onnx.AttributeProto.GRAPHS:
@@ -123,6 +126,8 @@ def outer_reads(node: onnx.NodeProto) -> set[str]:
     """The names a node reads: its inputs and, through its subgraphs, every outer name
     they use."""
     names = {x for x in node.input if x}
+    if not node.attribute:
+        return names
     for sub in subgraphs_of(node):
         defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
         defined |= {o for n in sub.node for o in n.output}

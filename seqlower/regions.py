@@ -114,6 +114,8 @@ def _non_tensor(tp: onnx.TypeProto) -> bool:
 def _inner_names(node: onnx.NodeProto) -> set[str]:
     """Every name defined inside a node's subgraphs (one namespace with the outer graph)."""
     names: set[str] = set()
+    if not node.attribute:
+        return names
     stack = subgraphs_of(node)
     while stack:
         g = stack.pop()
@@ -250,14 +252,16 @@ def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str]
 def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] | None = None,
           weights: Weights | None = None, apart: Iterable[int] = (),
           lowered: Mapping[str, onnx.TypeProto] | None = None,
-          output_types: Mapping[str, onnx.TypeProto] | None = None) -> Region:
+          output_types: Mapping[str, onnx.TypeProto] | None = None, weights_typed: bool = False) -> Region:
     """The nodes ``part`` of ``found``'s graph as a Region (``cut``'s arguments). ``apart``:
     nodes of ``part`` that another way lowers (``seqlower.repeats``): the Region still
     covers them (inputs, outputs, where it goes), but its sub-model leaves them out and
     reads what they make as inputs and declares what they read as outputs. ``lowered``:
     the types of values other nodes of the region make, as their lowering declares them
     (they type the sub-model's inputs before what the model declares or inference found).
-    ``output_types``: how the sub-model declares its outputs, where not as the model does."""
+    ``output_types``: how the sub-model declares its outputs, where not as the model does.
+    ``weights_typed``: every initializer of numbers (a float type) comes in as a typed
+    input, as held weights do, whatever its size (a template: ``seqlower.repeats``)."""
     model, nodes, kinds, outs, reads, outer = found.model, found.nodes, found.kinds, found.outs, found.reads, found.outer
     g = model.graph
     region = part
@@ -338,8 +342,7 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
             t = _constant_value(constant_nodes[x])
             if t is None:  # a Constant of a kind that is not one tensor: a run-time value
                 last_producer = max(last_producer, constant_at[x])
-        if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data \
-                and not is_stub(t):
+        if _small_constant(t) and not (weights_typed and x in initializers and t.data_type in _NUMBERS):
             constants.add(x)
             if x in taken:
                 sub_inits.append(t)
@@ -365,6 +368,12 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     shared.update(v.name for v in g.output)
     return Region(sub, order, inputs, outputs, constants, reserved - set(inputs), last_producer, first_reader,
                   {k: v for k, v in constant_at.items() if k in constants}, constants - shared, reads, model_inputs)
+
+
+def _small_constant(t: onnx.TensorProto | None) -> bool:
+    """Whether a region input's value comes into its sub-model as an initializer."""
+    return t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data \
+        and not is_stub(t)
 
 
 def _typed(name: str, types: Mapping[str, onnx.TypeProto]) -> onnx.ValueInfoProto:

@@ -33,7 +33,7 @@ import onnx
 from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.protos import outer_reads, subgraphs_of
-from seqlower.regions import _CARRIERS, _DEFAULT, _NUMBERS, _SMALL_BYTES, Found, Region, _constant_value, _full_type
+from seqlower.regions import _CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type, _small_constant
 from seqlower.weights import Weights, is_stub
 
 __all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_MEMBERS"]
@@ -101,7 +101,8 @@ def _free_names(node: onnx.NodeProto) -> list[str]:
         inner: list[tuple[onnx.GraphProto, frozenset[str]]] = []
         for n in g.node:
             out.extend(x for x in n.input if x and x not in bound)
-            inner.extend((s, bound) for s in subgraphs_of(n))
+            if n.attribute:
+                inner.extend((s, bound) for s in subgraphs_of(n))
         out.extend(v.name for v in g.output if v.name not in bound)
         stack.extend(reversed(inner))
     return list(dict.fromkeys(out))
@@ -110,13 +111,13 @@ def _free_names(node: onnx.NodeProto) -> list[str]:
 def _rename(node: onnx.NodeProto, names: Mapping[str, str], *, all_names: bool) -> None:
     """Rename in place what ``node`` reads (``all_names``: and makes, its subgraphs' own
     names included) by ``names``."""
-    for k, x in enumerate(node.input):
-        if x in names:
-            node.input[k] = names[x]
-    if all_names:
-        for k, x in enumerate(node.output):
-            if x in names:
-                node.output[k] = names[x]
+    ins = node.input
+    if not names.keys().isdisjoint(ins):
+        ins[:] = [names.get(x, x) for x in ins]
+    if all_names and not names.keys().isdisjoint(node.output):
+        node.output[:] = [names.get(x, x) for x in node.output]
+    if not node.attribute:
+        return
     for g in subgraphs_of(node):
         if all_names:
             for v in (*g.input, *g.value_info):
@@ -152,6 +153,7 @@ class _Keys:
         self.constant_nodes = {found.outs[i][0]: i for i, (op, domain, _) in enumerate(found.kinds)
                                if op == "Constant" and domain in _DEFAULT and i not in found.region and found.outs[i]}
         self.read_count = Counter(x for r in found.reads for x in r)
+        self._fixed: dict[str, bytes] = {}
 
     def _constant(self, x: str) -> onnx.TensorProto | None:
         """The value ``x`` comes into a sub-model with (as ``regions.build`` decides), or None."""
@@ -159,14 +161,27 @@ class _Keys:
         t: onnx.TensorProto | None = None
         if k is not None:
             t = self.found.model.graph.initializer[k]
-            if is_stub(t) and self.weights is not None and x in self.weights.spans and t.data_type not in _NUMBERS:
+            if t.data_type in _NUMBERS:
+                return None  # a weight: a typed input of the template (``build``'s weights_typed)
+            if is_stub(t) and self.weights is not None and x in self.weights.spans:
                 t = self.weights.tensor(x)
         elif x in self.constant_nodes:
             t = _constant_value(self.found.nodes[self.constant_nodes[x]])
-        if t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data \
-                and not is_stub(t):
-            return t
-        return None
+        return t if _small_constant(t) else None
+
+    def _described(self, x: str) -> bytes:
+        """What the key holds of a constant or weight ``x`` (b"": neither)."""
+        t = self._constant(x)
+        if t is not None:
+            c = onnx.TensorProto()
+            c.CopyFrom(t)
+            c.name = ""
+            return b"c" + c.SerializeToString()
+        k = self.initializers.get(x)
+        if k is not None:
+            t = self.found.model.graph.initializer[k]
+            return b"w" + bytes(repr((t.data_type, list(t.dims))), "ascii")
+        return b""
 
     def _type(self, x: str) -> onnx.TypeProto | None:
         tp = self.types.get(x)
@@ -178,16 +193,11 @@ class _Keys:
         """What the key holds of an input ``x``: its value (a constant) or its type (only its
         element type while ``known`` is None: the first, structural key); None: the
         component cannot be lowered apart."""
-        t = self._constant(x)
-        if t is not None:
-            c = onnx.TensorProto()
-            c.CopyFrom(t)
-            c.name = ""
-            return b"c" + c.SerializeToString()
-        k = self.initializers.get(x)
-        if k is not None:
-            t = self.found.model.graph.initializer[k]
-            return b"w" + bytes(repr((t.data_type, list(t.dims))), "ascii")
+        fixed = self._fixed.get(x)
+        if fixed is None:
+            fixed = self._fixed[x] = self._described(x)
+        if fixed:
+            return fixed
         p = self.producer.get(x)
         tp = known[x] if known is not None and x in known else self._type(x)
         if p is not None and p not in comp:
@@ -377,10 +387,11 @@ def _names_of(lowered: onnx.GraphProto) -> list[str]:
 
 
 def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str, str]], notes: list[str],
-                taken: set[str]) -> Instances:
+                taken: set[str], node_names: set[str]) -> Instances:
     """Every member's copy of ``lowered`` (the first member's lowering, which ``fits``),
-    named after the member's own values. ``taken``: every name the model has; the new
-    names are added to it."""
+    named after the member's own values. ``taken``: every value name the model has;
+    ``node_names``: every node name (onnxruntime refuses two nodes of one name). The new
+    names are added to them."""
     rep = group.members[0]
     lg = lowered.graph
     own = set(_names_of(lg)) - set(rep.outputs) - set(rep.inputs)
@@ -395,8 +406,7 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         return None
 
     stems = {t: stem(t) for t in own}
-    node_names = [n.name for n in lg.node]
-    name_stems = {t: stem(t) for t in node_names if t}
+    name_stems = {n.name: stem(n.name) for n in lg.node if n.name}
     # The template's constants: read by every member, added once under a free name.
     shared: dict[str, str] = {}
     inits: list[onnx.TensorProto] = []
@@ -413,7 +423,6 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
     out = Instances([], [], [], inits, [], {}, [], [])
     out_types = {v.name: v.type for v in lg.output}
     infos = [v for v in lg.value_info if v.name in own or v.name in rep.outputs]
-    node_names_taken: set[str] = set()
     for j, m in enumerate(group.members):
         counterpart = [*m.inputs, *m.values]
         names: dict[str, str] = dict(shared)
@@ -428,7 +437,7 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
             _rename(c, names, all_names=True)
             if n.name:
                 s = name_stems.get(n.name)
-                c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{n.name}_{j}", node_names_taken)
+                c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{n.name}_{j}", node_names)
             out.nodes.append(c)
         out.first.append(m.nodes[0])
         out.counts.append(len(lg.node))

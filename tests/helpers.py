@@ -142,9 +142,14 @@ def _region_way(m, options, tensor_only, inputs, policy, dims, backend) -> None:
     from seqlower.model_check import check_proto
     from seqlower.pipeline import lower_proto_with_report
 
+    from seqlower.model_check import InferredTypes, check_types
+
     copy = onnx.ModelProto()
     copy.CopyFrom(m)
-    out, report = lower_proto_with_report(copy, options)
+    # With the types the CLI's reading infers: repeated webs are lowered apart with them.
+    types = InferredTypes()
+    check_types(copy, "region", types)
+    out, report = lower_proto_with_report(copy, options, inferred=types)
     if not isinstance(out, onnx.ModelProto):
         return  # the whole model was lowered: what lower_checked held it to
     if _shapeless_io(m):
