@@ -17,7 +17,8 @@ it would see in one run; what the windows lose is what onnx carries besides type
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Sequence
 
 import onnx
 
@@ -74,6 +75,14 @@ def _huge_dim(proto: onnx.ModelProto) -> bool:
     return False
 
 
+_UNK = re.compile(rb"unk__([0-9]+)")
+_SYMBOLS = "\0seqlower.symbols"  # no model's name: a NUL is not in onnx's names
+
+
+def _highest_unk(data: bytes) -> int:
+    return max((int(k) for k in _UNK.findall(data)), default=-1)
+
+
 def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.ModelProto:
     g = proto.graph
     model_inputs = {v.name: v for v in g.input}
@@ -86,7 +95,12 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
     out_nodes: list[onnx.NodeProto] = []
     outputs: dict[str, onnx.ValueInfoProto] = {}
 
-    symbols = {d.dim_param for v in value_infos(proto) for d in _dims(v.type) if d.dim_param}  # taken
+    # Each window would number the dims it makes up from unk__0 again, so two unrelated
+    # dims would share a name, which says they are equal. onnx numbers past the symbols a
+    # graph has: each window declares every unk__k up to the highest any name holds so
+    # far (an unused value info), so what it makes up is new. (Read off the bytes: a
+    # name that is not a dim only makes the numbers start later.)
+    highest = _highest_unk(b"".join(m.SerializeToString() for m in (*g.node, *g.input, *g.output, *g.value_info)))
     header = copy_fields(onnx.ModelProto(), proto, skip=("graph",))
     header.graph.name = g.name
 
@@ -120,10 +134,12 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
         sg.node.extend(chunk)
         sg.value_info.extend(v for v in g.value_info if v.name in made)
         sg.output.extend(declared_outputs[o] for n in chunk for o in n.output if o in declared_outputs)
-        given = {d.dim_param for d in _symbols(sg)}
+        if highest >= 0:
+            sg.value_info.append(onnx.helper.make_tensor_value_info(
+                _SYMBOLS, onnx.TensorProto.FLOAT, [f"unk__{k}" for k in range(highest + 1)]))
         result = onnx.shape_inference.infer_shapes(seg, **options)
         rg = result.graph
-        _fresh_symbols(rg, given, symbols)
+        highest = max(highest, _highest_unk(result.SerializeToString()))
         for v in (*rg.value_info, *rg.output):
             if v.name in made:
                 found[v.name] = v.type
@@ -154,32 +170,3 @@ def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
         t = getattr(tp, kind)
         return list(t.shape.dim) if t.HasField("shape") else []
     return []
-
-
-def _symbols(graph: onnx.GraphProto) -> Iterator[onnx.TensorShapeProto.Dimension]:
-    """Every symbolic dim declared in ``graph`` and its subgraphs."""
-    stack = [graph]
-    while stack:
-        g = stack.pop()
-        for v in (*g.input, *g.value_info, *g.output):
-            yield from (d for d in _dims(v.type) if d.dim_param)
-        for n in g.node:
-            stack.extend(subgraphs_of(n))
-
-
-def _fresh_symbols(graph: onnx.GraphProto, given: set[str], taken: set[str]) -> None:
-    """Each window numbers the dims it makes up from ``unk__0`` again, so two unrelated
-    dims would share a name, which says they are equal. Rename the names this window
-    made up (not in ``given``, what it was handed) to names nothing uses (``taken``
-    grows)."""
-    renames: dict[str, str] = {}
-    for d in _symbols(graph):
-        if d.dim_param in given:
-            continue
-        if d.dim_param not in renames:
-            k = len(taken)
-            while f"unk__{k}" in taken:
-                k += 1
-            renames[d.dim_param] = f"unk__{k}"
-            taken.add(renames[d.dim_param])
-        d.dim_param = renames[d.dim_param]

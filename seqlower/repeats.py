@@ -394,7 +394,8 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
     names are added to them."""
     rep = group.members[0]
     lg = lowered.graph
-    own = set(_names_of(lg)) - set(rep.outputs) - set(rep.inputs)
+    boundary = {*rep.outputs, *rep.inputs}
+    own = [x for x in _names_of(lg) if x not in boundary]  # (in order: the names are the same every run)
     # A name the template made after one of the member's (``m0_stacked`` after ``m0``)
     # is made after the member's counterpart.
     theirs = sorted(((x, k) for k, x in enumerate([*rep.inputs, *rep.values]) if x), key=lambda p: -len(p[0]))
@@ -420,6 +421,7 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         c.name = name
         inits.append(c)
     label_of = {lab: k for k, lab in enumerate(rep.labels)}
+    template = [(n, list(n.input), list(n.output), bool(subgraphs_of(n))) for n in lg.node]
     out = Instances([], [], [], inits, [], {}, [], [])
     out_types = {v.name: v.type for v in lg.output}
     infos = [v for v in lg.value_info if v.name in own or v.name in rep.outputs]
@@ -431,10 +433,14 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         for t in own:
             s = stems[t]
             names[t] = _free(counterpart[s[0]] + s[1] if s is not None else f"{t}_{j}", taken)
-        for n in lg.node:
+        for n, ins, outs, nested in template:
             c = onnx.NodeProto()
             c.CopyFrom(n)
-            _rename(c, names, all_names=True)
+            if nested:
+                _rename(c, names, all_names=True)
+            else:
+                c.input[:] = [names.get(x, x) for x in ins]
+                c.output[:] = [names.get(x, x) for x in outs]
             if n.name:
                 s = name_stems.get(n.name)
                 c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{n.name}_{j}", node_names)
@@ -516,12 +522,13 @@ def _topological(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
     """``nodes`` in an order where each is after what makes its inputs; of the nodes that
     may go next, the first in ``nodes``."""
     made = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    reads = [outer_reads(n) if n.attribute and subgraphs_of(n) else n.input for n in nodes]
+    if all(made.get(x, -1) < k for k, r in enumerate(reads) for x in r):
+        return nodes  # in order already (copies of a chain of blocks)
     needs = [0] * len(nodes)
     readers: list[list[int]] = [[] for _ in nodes]
-    for k, n in enumerate(nodes):
-        reads = outer_reads(n) if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-                                      for a in n.attribute) else set(n.input)
-        deps = {made[x] for x in reads if x in made and made[x] != k}
+    for k, r in enumerate(reads):
+        deps = {made[x] for x in r if x in made and made[x] != k}
         needs[k] = len(deps)
         for d in deps:
             readers[d].append(k)
