@@ -22,7 +22,7 @@ from seqlower.errors import ModelError, describe_node
 from seqlower.inference import infer_shapes
 from seqlower.irutil import graphs_of
 from seqlower.map_types import restore_map_types
-from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads
+from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads, utf8_nodes
 from seqlower.weights import PLACEHOLDER, Held
 
 __all__ = ["PROTOBUF_LIMIT", "InferredTypes", "check_model", "check_proto", "check_structure", "check_types",
@@ -401,9 +401,13 @@ def _check_text_fields(proto: Any, label: str, held: Held | None = None) -> None
         for field, value in msg.ListFields():
             repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == FieldDescriptor.LABEL_REPEATED
             if field.type == FieldDescriptor.TYPE_MESSAGE:
-                if msg is main and field.name in ("node", "initializer"):  # (protobuf keeps one wrapper a message)
-                    if field.name == "node":
-                        stack.extend(n for i, n in enumerate(value) if i not in plain_nodes)
+                if msg is main and field.name == "initializer":
+                    continue  # checked as they were read
+                if field.name == "node" and repeated:
+                    # Checked at once in C; field by field only to say what is not text.
+                    nodes = [n for i, n in enumerate(value) if i not in plain_nodes] if msg is main else list(value)
+                    if not utf8_nodes(nodes):
+                        stack.extend(nodes)
                 elif repeated:
                     stack.extend(value)
                 else:

@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "value_infos"]
+__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "utf8_nodes", "value_infos"]
 
 
 def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True,
@@ -154,3 +154,53 @@ def copy_fields(dst: _M, src: Message, skip: Iterable[str] = ()) -> _M:
         else:
             setattr(dst, field.name, value)
     return dst
+
+
+_STRICT_GRAPH: type | None = None
+
+
+def _strict_graph() -> type:
+    """onnx's GraphProto as a proto3 message: upb refuses a proto3 string field that is not
+    UTF-8 while it parses, so parsing the nodes' bytes checks all their text in C."""
+    global _STRICT_GRAPH
+    if _STRICT_GRAPH is None:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+        fdp = descriptor_pb2.FileDescriptorProto()
+        onnx.onnx_ml_pb2.DESCRIPTOR.CopyToProto(fdp)
+        fdp.name, fdp.package, fdp.syntax = "seqlower_strict_onnx.proto", "seqlower_strict_onnx", "proto3"
+        stack = list(fdp.message_type)
+        while stack:
+            m = stack.pop()
+            m.ClearField("extension_range")
+            stack.extend(m.nested_type)
+            for f in m.field:
+                f.ClearField("default_value")
+                f.ClearField("options")
+                if f.type_name.startswith(".onnx."):
+                    f.type_name = ".seqlower_strict_onnx." + f.type_name[len(".onnx."):]
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(fdp)
+        _STRICT_GRAPH = message_factory.GetMessageClass(pool.FindMessageTypeByName("seqlower_strict_onnx.GraphProto"))
+    return _STRICT_GRAPH
+
+
+def utf8_nodes(nodes: Iterable[onnx.NodeProto]) -> bool:
+    """Whether every string field of ``nodes`` (their subgraphs' included) is UTF-8 text.
+    False: some may not be (look field by field to say which)."""
+    from google.protobuf.message import DecodeError
+
+    parts = []
+    for n in nodes:
+        data = n.SerializeToString()
+        size, head = len(data), bytearray(b"\x0a")  # GraphProto.node: field 1, length-delimited
+        while size >= 0x80:
+            head.append(size & 0x7F | 0x80)
+            size >>= 7
+        head.append(size)
+        parts += (bytes(head), data)
+    try:
+        _strict_graph().FromString(b"".join(parts))
+    except DecodeError:
+        return False
+    return True
