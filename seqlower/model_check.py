@@ -456,6 +456,10 @@ def check_weight(tensor: onnx.TensorProto, label: str) -> None:
     _check_tensor(tensor, label)
 
 
+def _where(node: onnx.NodeProto) -> str:
+    return describe_node(node.op_type, node.name, list(node.output))
+
+
 def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None) -> None:
     """What onnx's checker lets through and would fail later, deep inside a pass or the
     writer: text that is not UTF-8, element types that do not exist, raw tensor data of
@@ -484,19 +488,19 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
         for node in node_lists.pop():
             if not node.attribute and node.op_type != "Constant":
                 continue  # nothing below applies
-            where = describe_node(node.op_type, node.name, list(node.output))
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) != 1:
-                raise ModelError(f"{label}: {where} has {len(node.attribute)} attributes; a Constant has exactly one")
-            type_attr = _TYPE_ATTRIBUTES.get(node.op_type)
+            op = node.op_type
+            if op == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) != 1:
+                raise ModelError(f"{label}: {_where(node)} has {len(node.attribute)} attributes; a Constant has exactly one")
+            type_attr = _TYPE_ATTRIBUTES.get(op)
             for attr in node.attribute:
                 if attr.name in _FLAG_ATTRIBUTES and attr.type == onnx.AttributeProto.INT and attr.i not in (0, 1):
                     # Runtimes read these as "nonzero", onnx's inference as "== 1": they
                     # would disagree on the shapes.
-                    raise ModelError(f"{label}: {where}: {attr.name}={attr.i}; it must be 0 or 1")
+                    raise ModelError(f"{label}: {_where(node)}: {attr.name}={attr.i}; it must be 0 or 1")
                 if attr.name == type_attr and attr.type == onnx.AttributeProto.INT and attr.i not in _DATA_TYPES:
-                    raise ModelError(f"{label}: {where}: {attr.name}={attr.i} is not an element type")
+                    raise ModelError(f"{label}: {_where(node)}: {attr.name}={attr.i} is not an element type")
                 if attr.HasField("tp"):
-                    type_of(attr.tp, where)
+                    type_of(attr.tp, _where(node))
                 if attr.HasField("g"):
                     graphs.append(attr.g)
                 graphs.extend(attr.graphs)

@@ -153,6 +153,9 @@ class _Keys:
         self.constant_nodes = {found.outs[i][0]: i for i, (op, domain, _) in enumerate(found.kinds)
                                if op == "Constant" and domain in _DEFAULT and i not in found.region and found.outs[i]}
         self.read_count = Counter(x for r in found.reads for x in r)
+        # What more than one component of the region reads (a value another makes).
+        self.region_reads = {x for i in found.region for x in found.reads[i]
+                             if x in self.producer and self.producer[x] != i}
         self._fixed: dict[str, bytes] = {}
 
     def _constant(self, x: str) -> onnx.TensorProto | None:
@@ -223,7 +226,9 @@ class _Keys:
             described.append(d)
         for o in m.outputs:
             tp = self._type(o)
-            if tp is None or tp.WhichOneof("value") != "tensor_type" or tp.tensor_type.elem_type not in _NUMBERS:
+            if tp is None or tp.WhichOneof("value") != "tensor_type":
+                return None
+            if tp.tensor_type.elem_type not in _NUMBERS and o in self.region_reads:
                 return None  # what the rest of the region reads of it: numbers only (see the doc)
             # The template declares only the element type (``output_types``): the lowering
             # declares the shape, where inference may have named unknown dims per member.
@@ -257,13 +262,23 @@ class _Keys:
                 copy.name = ""
                 del copy.input[:]
                 del copy.output[:]
-                _rename(copy, names, all_names=False)
+                # The subgraphs' own names are positions too (in the order they are
+                # made), and their graph and node names go: a layer's body named after it.
                 stack = subgraphs_of(copy)
+                k = 0
                 while stack:
-                    sub = stack.pop()
+                    sub = stack.pop(0)
                     sub.name = ""
+                    for x in (*(v.name for v in sub.input), *(t.name for t in sub.initializer),
+                              *(o for m in sub.node for o in m.output)):
+                        if x and x not in names:
+                            names[x] = f"\0#{k}"
+                            k += 1
                     for m in sub.node:
-                        stack.extend(subgraphs_of(m))
+                        m.name = ""
+                        if m.attribute:
+                            stack.extend(subgraphs_of(m))
+                _rename(copy, names, all_names=True)
                 attrs = copy.SerializeToString(deterministic=True)
                 ins.append("|")
                 ins.extend(names[x] for x in free)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import warnings
 
-from hypothesis import HealthCheck, given, settings
+import onnx
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from seqlower import repeats
 from seqlower.errors import ModelWarning
 from tests.helpers import lower_checked
 from tests.program_generator import generate
@@ -45,3 +47,50 @@ def test_generated_program_with_stage7_shapes_lowers_and_matches(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)  # an input of unknown rank is accepted with one
         lower_checked(m, inputs=[feeds], check_each_pass=True)
+
+
+def _repeated(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
+    """``copies`` copies of a generated program side by side on the same inputs, each
+    float output read by a Neg and each integer or boolean one by a Cast (so no copy
+    makes a model output: they can be lowered apart, seqlower.repeats). None: a program
+    with a sequence output."""
+    g = m.graph
+    if any(o.type.WhichOneof("value") != "tensor_type" for o in g.output):
+        return None
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    og = out.graph
+    for field in ("node", "output", "initializer", "value_info"):
+        og.ClearField(field)
+    for j in range(copies):
+        # (The initializers named up front: add_prefix_graph renames what subgraphs read of
+        # them only if it knows them before it walks the subgraphs.)
+        c = onnx.compose.add_prefix_graph(g, f"c{j}_", rename_inputs=False,
+                                          name_map={t.name: f"c{j}_{t.name}" for t in g.initializer})
+        og.node.extend(c.node)
+        og.initializer.extend(c.initializer)
+        og.value_info.extend(c.value_info)
+        for o in c.output:
+            elem = o.type.tensor_type.elem_type
+            if elem in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
+                og.node.append(onnx.helper.make_node("Neg", [o.name], [o.name + "_neg"]))
+                og.output.add(name=o.name + "_neg").type.CopyFrom(o.type)
+            elif elem in (onnx.TensorProto.INT64, onnx.TensorProto.BOOL):
+                og.node.append(onnx.helper.make_node("Cast", [o.name], [o.name + "_f"], to=onnx.TensorProto.FLOAT))
+                v = og.output.add(name=o.name + "_f")
+                v.type.CopyFrom(o.type)
+                v.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            else:
+                og.output.append(o)
+    return out
+
+
+@settings(max_examples=EXAMPLES // 5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_generated_programs_repeated_lower_and_match(data):
+    """Four copies of one program: equal webs, lowered once and copied (seqlower.repeats)
+    where a copy can be lowered alone, and every copy computes what the program does."""
+    m, feeds = generate(_drawer(data))
+    repeated = _repeated(m, repeats.MIN_MEMBERS)
+    assume(repeated is not None)
+    lower_checked(repeated, inputs=[feeds])

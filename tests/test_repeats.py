@@ -270,3 +270,29 @@ def test_plans_only_groups_of_enough_members():
 
 def test_lower_checked_holds_repeated_blocks_to_every_promise():
     lower_checked(_chain(5))
+
+
+def test_keys_read_subgraphs_up_to_their_own_names():
+    m = _chain(5)
+    bodies = [n.attribute[0].g for n in m.graph.node if n.op_type == "SequenceMap"]
+    # Block 1's body renamed throughout (as an exporter names each layer's own values).
+    b1 = bodies[1]
+    b1.input[0].name, b1.node[0].input[0] = "e1", "e1"
+    b1.node[0].output[0], b1.node[1].input[0] = "m1x", "m1x"
+    b1.node[1].output[0], b1.output[0].name = "o1", "o1"
+    b1.node[0].name = "layer1/matmul"
+    # Block 2's body computes another thing: Relu before the MatMul.
+    b2 = bodies[2]
+    relu, mm = b2.node[1], b2.node[0]
+    relu.input[0], relu.output[0] = "e", "r"
+    mm.input[0], mm.output[0] = "r", "o"
+    del b2.node[:]
+    b2.node.extend([relu, mm])
+    found = find(m)
+    types = InferredTypes()
+    check_types(m, "test", types)
+    keys = repeats._Keys(found, types, None)
+    k = [keys.key(keys.member(c)) for c in repeats._components(found)[:5]]
+    assert k[0] == k[1] == k[3] == k[4] != k[2]
+    low, _, _ = _lower(m)
+    _equivalent(m, low)
