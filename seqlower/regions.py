@@ -183,6 +183,47 @@ class Found:
     reads: list[tuple[str, ...] | set[str]]  # what each node reads, its subgraphs' outer reads included
     outer: dict[int, set[str]]  # nodes with subgraphs: every name they read
     region: set[int]
+    _index: _Index | None = None
+
+    @property
+    def index(self) -> _Index:
+        """Who makes and who reads each name, read once for every ``build``."""
+        if self._index is None:
+            self._index = _Index(self)
+        return self._index
+
+
+class _Index:
+    """Lookups ``build`` makes for any part of the graph, so that building a small part
+    (a template, ``seqlower.repeats``) costs its boundary, not the model."""
+
+    def __init__(self, found: Found) -> None:
+        g = found.model.graph
+        # Only the names the region makes or reads: every part is of the region.
+        near = {x for i in found.region for x in (*found.outs[i], *found.reads[i]) if x}
+        self.producer: dict[str, int] = {}
+        self.readers: dict[str, list[int]] = {}
+        for i, (made, r) in enumerate(zip(found.outs, found.reads)):
+            if not near.isdisjoint(made):
+                self.producer.update((o, i) for o in made if o in near)
+            if not near.isdisjoint(r):
+                for x in near.intersection(r):
+                    self.readers.setdefault(x, []).append(i)
+        for x in self.readers.values():
+            x.sort()
+        self.inner = {i: _inner_names(found.nodes[i]) for i in found.outer}
+        self.graph_inputs = [v.name for v in g.input]
+        self.graph_outputs = {v.name for v in g.output}
+        self.init_names = [t.name for t in g.initializer]
+        self.names = set().union(found.outs and set().union(*found.outs), self.graph_inputs, self.init_names,
+                                 *self.inner.values())
+        self.names.discard("")
+        self.types: dict[str, onnx.TypeProto] = {}
+        for v in (*g.input, *g.value_info, *g.output):
+            if v.type.WhichOneof("value") is not None:
+                self.types.setdefault(v.name, v.type)
+        self.value_info = {v.name: v for v in g.value_info}
+        self.value_info_order = {v.name: k for k, v in enumerate(g.value_info)}
 
 
 def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
@@ -262,43 +303,37 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     ``output_types``: how the sub-model declares its outputs, where not as the model does.
     ``weights_typed``: every initializer of numbers (a float type) comes in as a typed
     input, as held weights do, whatever its size (a template: ``seqlower.repeats``)."""
-    model, nodes, kinds, outs, reads, outer = found.model, found.nodes, found.kinds, found.outs, found.reads, found.outer
+    model, nodes, kinds, outs, reads = found.model, found.nodes, found.kinds, found.outs, found.reads
+    index = found.index
     g = model.graph
     region = part
     order = sorted(region)
     defined = {o for i in order for o in outs[i] if o}
-    inputs: list[str] = []
-    for i in order:
-        for x in reads[i]:
-            if x and x not in defined and x not in inputs:
-                inputs.append(x)
+    inputs = list(dict.fromkeys(x for i in order for x in reads[i] if x and x not in defined))
     wanted = set(inputs)
-    read_outside: set[str] = {v.name for v in g.output} & defined
-    reserved: set[str] = {v.name for v in g.input}
+    read_outside: set[str] = index.graph_outputs & defined
+    inner = set().union(*(index.inner[i] for i in order if i in index.inner))
+    reserved = index.names - defined - inner
     last_producer, first_reader = -1, len(nodes)
     constant_nodes: dict[str, onnx.NodeProto] = {}
     constant_at: dict[str, int] = {}
     shared: set[str] = set()  # inputs of the region that the rest of the model reads too
-    for i, made in enumerate(outs):
-        if i in region:
-            continue
-        reserved.update(made)
-        if not wanted.isdisjoint(made):
-            n = nodes[i]
-            if kinds[i][0] == "Constant" and kinds[i][1] in _DEFAULT and not n.input:
+    for x in inputs:
+        i = index.producer.get(x)
+        if i is not None:
+            if kinds[i][0] == "Constant" and kinds[i][1] in _DEFAULT and not nodes[i].input:
                 # Comes along as a constant: a place after it only if the lowering reads it.
-                constant_nodes[made[0]] = n
-                constant_at[made[0]] = i
+                constant_nodes[x] = nodes[i]
+                constant_at[x] = i
             else:
-                last_producer = i
-        r = reads[i]
-        if not defined.isdisjoint(r):
-            read_outside.update(defined.intersection(r))
-            first_reader = min(first_reader, i)
-        if not wanted.isdisjoint(r):
-            shared.update(wanted.intersection(r))
-        if i in outer:
-            reserved |= _inner_names(nodes[i])
+                last_producer = max(last_producer, i)
+        if any(r not in region for r in index.readers.get(x, ())):
+            shared.add(x)
+    for o in defined:
+        outside = [r for r in index.readers.get(o, ()) if r not in region]
+        if outside:
+            read_outside.add(o)
+            first_reader = min(first_reader, *outside)
     outputs = [o for i in order for o in outs[i] if o in read_outside]
 
     apart = set(apart)
@@ -316,17 +351,12 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
         sub_in = [x for x in kept_reads if x in wanted or x in made_apart]
         sub_out = [o for i in kept for o in outs[i] if o and (o in read_outside or o in read_apart)]
 
-    types: dict[str, onnx.TypeProto] = {}
-    for v in (*g.input, *g.value_info, *g.output):
-        if v.type.WhichOneof("value") is not None:
-            types.setdefault(v.name, v.type)
-    init_names = [t.name for t in g.initializer]
+    types = dict(index.types)
     # A held weight of numbers (a float type) comes in as a typed input: the lowering reads
     # the values of positions, sizes, shapes and masks, which are integers or booleans.
     initializers = {x: weights.tensor(x) if weights is not None and x in weights.spans
                     and g.initializer[i].data_type not in _NUMBERS else g.initializer[i]
-                    for i, x in enumerate(init_names) if x in wanted}
-    reserved.update(init_names)
+                    for i, x in enumerate(index.init_names) if x in wanted}
     missing = [x for x in dict.fromkeys([*inputs, *outputs, *sub_in, *sub_out])
                if not _full_type(types.get(x)) and x not in initializers]
     if missing and inferred is not None:
@@ -359,8 +389,9 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
                    for x in sub_out]
     sub_graph = helper.make_graph([nodes[i] for i in kept], g.name or "main", sub_inputs, sub_outputs,
                                   initializer=sub_inits)
-    region_names = defined | {n for i in kept for n in _inner_names(nodes[i])}
-    sub_graph.value_info.extend(v for v in g.value_info if v.name in region_names)
+    region_names = defined | {n for i in kept if i in index.inner for n in index.inner[i]}
+    order_of = index.value_info_order
+    sub_graph.value_info.extend(index.value_info[x] for x in sorted(region_names & order_of.keys(), key=order_of.get))
     sub = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
     sub.opset_import.extend(model.opset_import)
     sub.functions.extend(model.functions)
