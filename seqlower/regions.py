@@ -171,6 +171,7 @@ class Region:
     # the splice finds the readers to rename here.
     reads: list[tuple[str, ...] | set[str]] = field(default_factory=list)
     model_inputs: list[str] = field(default_factory=list)  # the region's inputs that are not constants
+    names: set[str] = field(default_factory=set)  # every name the region's nodes make, in subgraphs too
 
 
 @dataclass
@@ -398,7 +399,8 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     sub.graph.CopyFrom(sub_graph)
     shared.update(v.name for v in g.output)
     return Region(sub, order, inputs, outputs, constants, reserved - set(inputs), last_producer, first_reader,
-                  {k: v for k, v in constant_at.items() if k in constants}, constants - shared, reads, model_inputs)
+                  {k: v for k, v in constant_at.items() if k in constants}, constants - shared, reads, model_inputs,
+                  defined | inner)
 
 
 def _small_constant(t: onnx.TensorProto | None) -> bool:
@@ -495,7 +497,8 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
         return None
     made = {o for n in lg.node for o in n.output if o} | {t.name for t in lg.initializer}
     for n in lg.node:
-        made |= _inner_names(n)
+        if n.attribute:
+            made |= _inner_names(n)
     if not made.isdisjoint(region.reserved):
         return None
     in_region = set(region.nodes)
@@ -519,7 +522,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     bypassed = {n.output[0] for n in lg.node if n.op_type == "Identity"} - {o for n in region_nodes for o in n.output}
     # Constants only the region read, which its lowering no longer reads, go with it.
     dropped = region.own_constants - reads
-    old = {o for i in region.nodes for o in nodes[i].output} | {n for i in region.nodes for n in _inner_names(nodes[i])}
+    old = region.names
     remove = sorted(in_region | {region.constant_nodes[x] for x in dropped if x in region.constant_nodes})
     if len(remove) + len(region_nodes) <= _IN_PLACE:
         # In place: the untouched nodes are not copied (a rebuilt list copies every node).

@@ -90,22 +90,39 @@ def _components(found: Found) -> list[list[int]]:
     return list(comps.values())
 
 
-def _free_names(node: onnx.NodeProto) -> list[str]:
-    """What ``node``'s subgraphs read from outside, in the order they first read it."""
-    out: list[str] = []
-    stack: list[tuple[onnx.GraphProto, frozenset[str]]] = [(g, frozenset()) for g in reversed(subgraphs_of(node))]
-    while stack:
-        g, bound = stack.pop()
-        bound = bound | {v.name for v in g.input} | {t.name for t in g.initializer} | {
-            o for n in g.node for o in n.output}
-        inner: list[tuple[onnx.GraphProto, frozenset[str]]] = []
-        for n in g.node:
-            out.extend(x for x in n.input if x and x not in bound)
-            if n.attribute:
-                inner.extend((s, bound) for s in subgraphs_of(n))
-        out.extend(v.name for v in g.output if v.name not in bound)
-        stack.extend(reversed(inner))
-    return list(dict.fromkeys(out))
+def _canonical(node: onnx.NodeProto) -> tuple[onnx.NodeProto, list[str]]:
+    """A copy of ``node`` without its names, and what its subgraphs read from outside (in
+    the order they first read it), numbered in the copy. The subgraphs' own names are
+    numbered too, in the order they are made, and graph and node names go: an exporter
+    names each layer's body apart. (A name is its subgraphs' own when any of them makes
+    it: a valid model reads a name only where it is in scope.)"""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.name = ""
+    del copy.input[:]
+    del copy.output[:]
+    made: dict[str, None] = {}
+    read: dict[str, None] = {}
+    queue = subgraphs_of(copy)
+    k = 0
+    while k < len(queue):
+        sub = queue[k]
+        k += 1
+        sub.name = ""
+        made.update((v.name, None) for v in sub.input)
+        made.update((t.name, None) for t in sub.initializer)
+        for m in sub.node:
+            m.name = ""
+            read.update((x, None) for x in m.input if x)
+            made.update((o, None) for o in m.output if o)
+            if m.attribute:
+                queue.extend(subgraphs_of(m))
+        read.update((v.name, None) for v in sub.output)
+    free = [x for x in read if x not in made]
+    names = {x: f"\0${j}" for j, x in enumerate(free)}
+    names.update((x, f"\0#{j}") for j, x in enumerate(made))
+    _rename(copy, names, all_names=True)
+    return copy, free
 
 
 def _rename(node: onnx.NodeProto, names: Mapping[str, str], *, all_names: bool) -> None:
@@ -255,33 +272,10 @@ class _Keys:
             op, domain, attributed = found.kinds[i]
             ins = [token(x) for x in n.input]
             if i in found.outer:
-                free = _free_names(n)
-                names = {x: token(x) for x in free}
-                copy = onnx.NodeProto()
-                copy.CopyFrom(n)
-                copy.name = ""
-                del copy.input[:]
-                del copy.output[:]
-                # The subgraphs' own names are positions too (in the order they are
-                # made), and their graph and node names go: a layer's body named after it.
-                stack = subgraphs_of(copy)
-                k = 0
-                while stack:
-                    sub = stack.pop(0)
-                    sub.name = ""
-                    for x in (*(v.name for v in sub.input), *(t.name for t in sub.initializer),
-                              *(o for m in sub.node for o in m.output)):
-                        if x and x not in names:
-                            names[x] = f"\0#{k}"
-                            k += 1
-                    for m in sub.node:
-                        m.name = ""
-                        if m.attribute:
-                            stack.extend(subgraphs_of(m))
-                _rename(copy, names, all_names=True)
+                copy, free = _canonical(n)
                 attrs = copy.SerializeToString(deterministic=True)
                 ins.append("|")
-                ins.extend(names[x] for x in free)
+                ins.extend(token(x) for x in free)
             else:
                 attrs = b"".join(a.SerializeToString() for a in n.attribute) if attributed else b""
             outs = found.outs[i]
