@@ -65,7 +65,16 @@ def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mod
 _DATA_PROP_DIM_LIMIT = 1 << 30
 
 
+# A dim_value (field 1, a varint) of 2**30 or more: five bytes or more after its tag. Any
+# field 1 varint that big matches, so no match means no huge dim, and a match is looked at.
+_HUGE_VARINT = re.compile(rb"\x08[\x80-\xff]{4}[\x04-\xff]")
+# Past this a model is not serialized to be searched (its weights are in it).
+_SEARCHED_BYTES = 64 << 20
+
+
 def _huge_dim(proto: onnx.ModelProto) -> bool:
+    if proto.ByteSize() <= _SEARCHED_BYTES and not _HUGE_VARINT.search(proto.SerializeToString()):
+        return False
     for v in value_infos(proto):
         tp = v.type
         # (a tensor's dims read directly: a skeleton types tens of thousands of weights)
@@ -101,6 +110,7 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
     # far (an unused value info), so what it makes up is new. (Read off the bytes: a
     # name that is not a dim only makes the numbers start later.)
     highest = _highest_unk(b"".join(m.SerializeToString() for m in (*g.node, *g.input, *g.output, *g.value_info)))
+    seed = onnx.helper.make_tensor_value_info(_SYMBOLS, onnx.TensorProto.FLOAT, [])
     header = copy_fields(onnx.ModelProto(), proto, skip=("graph",))
     header.graph.name = g.name
 
@@ -134,9 +144,11 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
         sg.node.extend(chunk)
         sg.value_info.extend(v for v in g.value_info if v.name in made)
         sg.output.extend(declared_outputs[o] for n in chunk for o in n.output if o in declared_outputs)
-        if highest >= 0:
-            sg.value_info.append(onnx.helper.make_tensor_value_info(
-                _SYMBOLS, onnx.TensorProto.FLOAT, [f"unk__{k}" for k in range(highest + 1)]))
+        dims = seed.type.tensor_type.shape.dim
+        for k in range(len(dims), highest + 1):
+            dims.add().dim_param = f"unk__{k}"
+        if dims:
+            sg.value_info.append(seed)
         result = onnx.shape_inference.infer_shapes(seg, **options)
         rg = result.graph
         highest = max(highest, _highest_unk(result.SerializeToString()))

@@ -135,3 +135,25 @@ def test_a_huge_declared_dim_turns_data_propagation_off():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and int(done.stdout) > 0, done.stderr[-400:]
+
+
+def test_huge_dims_are_found_off_the_bytes_as_by_the_walk():
+    """``_huge_dim`` searches the serialized model for a varint of 2**30 or more before it
+    walks the value infos: the search may only spare the walk, never change its answer."""
+    from onnx import TensorProto, helper
+
+    from seqlower import inference
+
+    def m(dim, weight_dim=2):
+        w = helper.make_tensor("w", TensorProto.FLOAT, [weight_dim, 0], [])  # a dim of a weight is no value info's
+        return helper.make_model(helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[w]))
+
+    for dim, weight_dim, huge in [(2**30, 2, False), (2**30 + 1, 2, True), (2**40, 2, True), (-1, 2, False),
+                                  (3, 2**33, False), ("n", 2, False)]:
+        model = m(dim, weight_dim)
+        assert inference._huge_dim(model) is huge, (dim, weight_dim)
+        walked = any(d.dim_value > inference._DATA_PROP_DIM_LIMIT for v in inference.value_infos(model)
+                     for d in inference._dims(v.type))
+        assert walked is huge
