@@ -284,7 +284,13 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
                 continue
             template = build(found, set(m.nodes), inferred, weights, lowered=plan.known,
                              output_types=plan.output_types(m), weights_typed=True)
-            lowered, rep = _lower_region(template, label, options)
+            try:
+                lowered, rep = _lower_region(template, label, options)
+            except SeqlowerError as e:
+                # Lowered in place, with what the rest of the region tells it, or refused there.
+                logger.info("a repeated web is lowered in place: %s", e)
+                made[key] = None
+                continue
             # What stays is reported node by node, and a template copies whole outputs.
             clean = not (rep.remaining or rep.gaps or rep.kept_loops) and repeats.fits(m, lowered)
             made[key] = (repeats.Group(key), lowered, rep) if clean else None

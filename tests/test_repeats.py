@@ -296,3 +296,20 @@ def test_keys_read_subgraphs_up_to_their_own_names():
     assert k[0] == k[1] == k[3] == k[4] != k[2]
     low, _, _ = _lower(m)
     _equivalent(m, low)
+
+
+def test_a_template_that_fails_leaves_its_group_in_the_region(monkeypatch):
+    from seqlower.errors import ModelError
+
+    real = pipeline._lower_region
+
+    def failing(region, label, options, reserved=None):
+        if len(region.model.graph.node) == 3:
+            raise ModelError("a template refused (test)")
+        return real(region, label, options, reserved)
+
+    monkeypatch.setattr(pipeline, "_lower_region", failing)
+    m = _chain(5)
+    low, report, _ = _lower(m)
+    assert len(report.rewrites) == 15
+    _equivalent(m, low)
