@@ -27,7 +27,8 @@ from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, 
 from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower import repeats
-from seqlower.regions import RESERVED_NAMES_KEY, Found, Region, _inner_names, build, find, has_work, node_kinds, splice
+from seqlower.protos import own_names
+from seqlower.regions import RESERVED_NAMES_KEY, Found, Region, build, find, has_work, node_kinds, splice
 from seqlower.targets import Gap, load_target, lacking_ops, target_gaps
 from seqlower.weights import Weights
 
@@ -239,7 +240,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
         if templates:
             taken = set(region.reserved) | {o for i in region.nodes for o in found.outs[i]}
             if rest is not None:
-                taken |= set(_names(rest.graph))
+                taken.update(own_names([rest.graph]))
             inside = set(region.nodes)
             node_names = {n.name for i, n in enumerate(found.nodes) if i not in inside}
             if rest is not None:
@@ -320,15 +321,6 @@ def _lower_region(region: Region, label: str, options: LowerOptions,
         # lower_with_report checked the region before the optimizer: again after it.
         check_model(lowered, "the lowered model", what="fails the ONNX checker")
     return to_proto(lowered), report
-
-
-def _names(graph: onnx.GraphProto) -> list[str]:
-    """Every name a graph makes: initializers, node outputs, its subgraphs' own names."""
-    names = [t.name for t in graph.initializer] + [v.name for v in graph.input]
-    for n in graph.node:
-        names.extend(o for o in n.output if o)
-        names.extend(_inner_names(n))
-    return names
 
 
 def optimize_region(model: ir.Model) -> None:

@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "utf8_nodes", "value_infos"]
+__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "own_names", "utf8_nodes", "value_infos"]
 
 
 def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True,
@@ -120,6 +120,22 @@ def subgraphs_of(node: onnx.NodeProto) -> list[onnx.GraphProto]:
         elif attr.type == onnx.AttributeProto.GRAPHS:
             out.extend(attr.graphs)
     return out
+
+
+def own_names(graphs: Iterable[onnx.GraphProto]) -> list[str]:
+    """Every name ``graphs`` and their subgraphs define (inputs, initializers, node
+    outputs), in the order of a walk: one namespace with the graph around them."""
+    names: list[str] = []
+    stack = list(graphs)
+    while stack:
+        g = stack.pop()
+        names.extend(v.name for v in g.input)
+        names.extend(t.name for t in g.initializer)
+        for n in g.node:
+            names.extend(o for o in n.output if o)
+            if n.attribute:
+                stack.extend(subgraphs_of(n))
+    return names
 
 
 def outer_reads(node: onnx.NodeProto) -> set[str]:

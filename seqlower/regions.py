@@ -29,7 +29,7 @@ from onnx import helper
 
 from seqlower import ops
 from seqlower.inference import infer_shapes
-from seqlower.protos import outer_reads, subgraphs_of
+from seqlower.protos import outer_reads, own_names, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
 __all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "RESERVED_NAMES_KEY"]
@@ -113,18 +113,7 @@ def _non_tensor(tp: onnx.TypeProto) -> bool:
 
 def _inner_names(node: onnx.NodeProto) -> set[str]:
     """Every name defined inside a node's subgraphs (one namespace with the outer graph)."""
-    names: set[str] = set()
-    if not node.attribute:
-        return names
-    stack = subgraphs_of(node)
-    while stack:
-        g = stack.pop()
-        names.update(v.name for v in g.input)
-        names.update(t.name for t in g.initializer)
-        for n in g.node:
-            names.update(o for o in n.output if o)
-            stack.extend(subgraphs_of(n))
-    return names
+    return set(own_names(subgraphs_of(node))) if node.attribute else set()
 
 
 def node_kinds(graph: onnx.GraphProto) -> list[tuple[str, str, bool]]:

@@ -32,7 +32,7 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.protos import outer_reads, subgraphs_of
+from seqlower.protos import outer_reads, own_names, subgraphs_of
 from seqlower.regions import _CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type, _small_constant
 from seqlower.weights import Weights, is_stub
 
@@ -381,17 +381,8 @@ class Instances:
 
 def _names_of(lowered: onnx.GraphProto) -> list[str]:
     """Every name the lowered template makes: node outputs and its subgraphs' own names."""
-    names: list[str] = []
-    for n in lowered.node:
-        names.extend(o for o in n.output if o)
-    stack = [g for n in lowered.node for g in subgraphs_of(n)]
-    while stack:
-        g = stack.pop()
-        names.extend(v.name for v in g.input)
-        names.extend(t.name for t in g.initializer)
-        for n in g.node:
-            names.extend(o for o in n.output if o)
-            stack.extend(subgraphs_of(n))
+    names = [o for n in lowered.node for o in n.output if o]
+    names += own_names(g for n in lowered.node if n.attribute for g in subgraphs_of(n))
     return list(dict.fromkeys(names))
 
 
