@@ -272,6 +272,8 @@ class _Keys:
             op, domain, attributed = found.kinds[i]
             ins = [token(x) for x in n.input]
             if i in found.outer:
+                if not self.declared.keys().isdisjoint(found.index.inner[i]):
+                    return None  # the model types a subgraph's own value: names the key does not hold
                 copy, free = _canonical(n)
                 attrs = copy.SerializeToString(deterministic=True)
                 ins.append("|")
