@@ -490,7 +490,8 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
                 continue  # nothing below applies
             op = node.op_type
             if op == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) != 1:
-                raise ModelError(f"{label}: {_where(node)} has {len(node.attribute)} attributes; a Constant has exactly one")
+                raise ModelError(f"{label}: {_where(node)} has {len(node.attribute)} attributes;"
+                                 " a Constant has exactly one")
             type_attr = _TYPE_ATTRIBUTES.get(op)
             for attr in node.attribute:
                 if attr.name in _FLAG_ATTRIBUTES and attr.type == onnx.AttributeProto.INT and attr.i not in (0, 1):

@@ -15,6 +15,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from seqlower import repeats
 from seqlower.analysis import ANALYSIS_STASH_KEY, Analysis, analyze, node_label
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
@@ -26,7 +27,6 @@ from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
-from seqlower import repeats
 from seqlower.protos import own_names
 from seqlower.regions import RESERVED_NAMES_KEY, Found, Region, build, find, has_work, node_kinds, splice
 from seqlower.targets import Gap, load_target, lacking_ops, target_gaps
@@ -237,28 +237,13 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             rest, report = _lower_region(region, label, options, region.reserved | kept_names)
         else:
             rest, report = None, LowerReport()
-        if templates:
-            taken = set(region.reserved) | {o for i in region.nodes for o in found.outs[i]}
-            if rest is not None:
-                taken.update(own_names([rest.graph]))
-            inside = set(region.nodes)
-            node_names = {n.name for i, n in enumerate(found.nodes) if i not in inside}
-            if rest is not None:
-                node_names.update(n.name for n in rest.graph.node)
-            copies = [repeats.instantiate(group, lowered, rep.rewrites, rep.notes, taken, node_names)
-                      for group, lowered, rep in templates]
-            for c in copies:
-                report.rewrites.extend(c.rewrites)
-                report.notes.extend(n for n in dict.fromkeys(c.notes) if n not in report.notes)
-            lowered = repeats.assemble(region, rest, copies)
-        else:
-            lowered = rest
+        lowered = _with_copies(found, region, rest, report, templates) if templates else rest
         # The region's gaps are the lowered sub-model's; outside it there is no sequence,
         # only ops the target may lack.
         inside = set(region.nodes)
         outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target) \
             if target.lacks else []
-        if lowered is not None and splice(proto, region, lowered) is not None:
+        if splice(proto, region, lowered) is not None:
             report.gaps = [*report.gaps, *outside]
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
@@ -270,12 +255,16 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     return lower_with_report(model, options)
 
 
+# A group's template: its members, its lowered sub-model and what lowering it reported.
+_Template = tuple[repeats.Group, onnx.ModelProto, LowerReport]
+
+
 def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, weights: Weights | None,
-                 label: str, options: LowerOptions) -> tuple[Region, list[tuple[repeats.Group, onnx.ModelProto, LowerReport]]]:
+                 label: str, options: LowerOptions) -> tuple[Region, list[_Template]]:
     """The region, with its repeated webs lowered apart (``seqlower.repeats``): each group's
     template lowered, and the region that is left, whose sub-model leaves the members out."""
     plan = repeats.Plan(found, inferred, weights)
-    made: dict[bytes, tuple[repeats.Group, onnx.ModelProto, LowerReport] | None] = {}
+    made: dict[bytes, _Template | None] = {}
     for m in plan.candidates:
         key = plan.key(m)
         if key is None:
@@ -303,6 +292,25 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
     templates = [t for t in made.values() if t is not None]
     apart = {i for group, _, _ in templates for m in group.members for i in m.nodes}
     return build(found, found.region, inferred, weights, apart, lowered=plan.known), templates
+
+
+def _with_copies(found: Found, region: Region, rest: onnx.ModelProto | None, report: LowerReport,
+                 templates: list[_Template]) -> onnx.ModelProto:
+    """The region's lowering: ``rest`` (what was lowered in place) and each group's copies of
+    its template, under names nothing else in the model has; their rewrites and notes join
+    ``report``."""
+    taken = set(region.reserved) | {o for i in region.nodes for o in found.outs[i]}
+    inside = set(region.nodes)
+    node_names = {n.name for i, n in enumerate(found.nodes) if i not in inside}
+    if rest is not None:
+        taken.update(own_names([rest.graph]))
+        node_names.update(n.name for n in rest.graph.node)
+    copies = [repeats.instantiate(group, lowered, rep.rewrites, rep.notes, taken, node_names)
+              for group, lowered, rep in templates]
+    for c in copies:
+        report.rewrites.extend(c.rewrites)
+        report.notes.extend(n for n in dict.fromkeys(c.notes) if n not in report.notes)
+    return repeats.assemble(region, rest, copies)
 
 
 def _lower_region(region: Region, label: str, options: LowerOptions,

@@ -11,7 +11,8 @@ from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "own_names", "utf8_nodes", "value_infos"]
+__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "own_names",
+           "utf8_nodes", "value_infos"]
 
 
 def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True,

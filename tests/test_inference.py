@@ -147,7 +147,8 @@ def test_huge_dims_are_found_off_the_bytes_as_by_the_walk():
     def m(dim, weight_dim=2):
         w = helper.make_tensor("w", TensorProto.FLOAT, [weight_dim, 0], [])  # a dim of a weight is no value info's
         return helper.make_model(helper.make_graph(
-            [helper.make_node("Identity", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim])],
+            [helper.make_node("Identity", ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[w]))
 
     for dim, weight_dim, huge in [(2**30, 2, False), (2**30 + 1, 2, True), (2**40, 2, True), (-1, 2, False),

@@ -51,6 +51,7 @@ def test_an_attribute_name_cut_short_before_its_type_tag_is_found():
 
 def test_bytes_fields_are_not_text():
     # An attribute's s and a tensor's raw data are bytes: anything goes.
-    node = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", FLOAT, [1], b"\xff\xfe\x00\x01", raw=True))
+    value = helper.make_tensor("v", FLOAT, [1], b"\xff\xfe\x00\x01", raw=True)
+    node = helper.make_node("Constant", [], ["c"], value=value)
     node.attribute.add(name="tag", type=onnx.AttributeProto.STRING, s=b"\xff\xfe")
     assert utf8_nodes([node])
