@@ -37,6 +37,11 @@ logger = logging.getLogger(__name__)
 
 
 _GENERATED_DIM = re.compile(r"unk__\d+")
+# Alternations of onnx's inference and the analysis in one settle. Each carries a shape
+# one web further where only the analysis knows it (a concat's summed axis feeding the
+# next web's map body): a chain of that many dependent webs settles static, a longer
+# one lowers its tail at run time. Each alternation re-infers only downstream of the news.
+_SETTLE_ROUNDS = 32
 
 
 def _sanitize(shape: ir.Shape | None) -> ir.Shape | None:
@@ -125,7 +130,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             if all(v.type is not None for node in model.graph for v in node.outputs):
                 return modified
         news: list[ir.Value] | None = None
-        for _ in range(4):
+        for _ in range(_SETTLE_ROUNDS):
             changed = self._onnx_inference(model, news)
             if news is not None and not changed:
                 # onnx learned nothing from what the analysis wrote, which is what another

@@ -196,3 +196,23 @@ def test_list_edits_alone_are_typed_by_the_analysis_without_onnx(monkeypatch):
     monkeypatch.setattr(mod, "infer_shapes", lambda proto, **kw: runs.append(len(proto.graph.node)) or real(proto, **kw))
     InferSequenceShapesPass()(ir.serde.deserialize_model(_edits(True)))
     assert runs and runs[0] == 5
+
+
+def test_a_chain_of_maps_whose_bodies_declare_no_rows_settles_static():
+    """Each block splits the last one's rows into a map whose body declares [None, 6]:
+    only the analysis knows the joined rows (onnx cannot sum a concat of a sequence), and
+    only onnx infers the next body from them, so every block takes one alternation. A
+    chain of 20 settles in one run of the pass and lowers with no Loop."""
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.executor.verify import verify
+    from seqlower.model_io import to_proto
+    from seqlower.passes import infer_sequence_shapes
+    from tests.test_repeats import _chain
+
+    m = _chain(20)
+    assert infer_sequence_shapes._SETTLE_ROUNDS >= 20
+    low, report = lower_with_report(load_model(m), LowerOptions())
+    assert {r["into"] for r in report.rewrites} == {"unrolled"}
+    proto = to_proto(low)
+    assert "Loop" not in {n.op_type for n in proto.graph.node}
+    assert verify(m, proto, backend="onnxruntime").equivalent
