@@ -215,7 +215,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     stubs: write it with them)."""
     options = options or LowerOptions()
     target = load_target(options.target)
-    kinds = node_kinds(proto.graph)
+    nodes = list(proto.graph.node)
+    kinds = node_kinds(nodes)
     if not has_work(proto, target.lacks, dict(target.quirks), kinds):
         report = LowerReport()
         report.gaps = target_gaps(proto, target)
@@ -224,7 +225,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     # or bounded by --dim-max by tracing its trip count and initial values back to what
     # computes them, which a region cut off from the rest of the model cannot do.
     loops_traced = "Loop" in target.lacks and any(op == "Loop" for op, _, _ in kinds)
-    found = None if options.dim_max or loops_traced else find(proto, target.lacks, dict(target.quirks), weights, kinds)
+    found = None if options.dim_max or loops_traced \
+        else find(proto, target.lacks, dict(target.quirks), weights, kinds, nodes)
     region, templates = None, []
     if found is not None:
         region, templates = _cut_repeats(found, inferred, weights, label, options)

@@ -20,7 +20,7 @@ lowers the whole model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,11 +116,11 @@ def _inner_names(node: onnx.NodeProto) -> set[str]:
     return set(own_names(subgraphs_of(node))) if node.attribute else set()
 
 
-def node_kinds(graph: onnx.GraphProto) -> list[tuple[str, str, bool]]:
-    """(op type, domain, has attributes) of each node of ``graph``: read once for
-    ``has_work`` and ``cut`` (a protobuf field read costs a wrapper; a big graph is tens of
-    thousands of nodes)."""
-    return [(n.op_type, n.domain, bool(n.attribute)) for n in graph.node]
+def node_kinds(nodes: Sequence[onnx.NodeProto]) -> list[tuple[str, str, bool]]:
+    """(op type, domain, has attributes) of each of a graph's ``nodes`` (``list(graph.node)``):
+    read once for ``has_work`` and ``cut`` (a protobuf field read costs a wrapper; a big
+    graph is tens of thousands of nodes)."""
+    return [(n.op_type, n.domain, len(n.attribute) > 0) for n in nodes]
 
 
 def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
@@ -158,7 +158,7 @@ class Region:
     own_constants: set[str] = field(default_factory=set)  # constants only the region reads
     # What each main-graph node reads (its subgraphs' outer reads included), by index:
     # the splice finds the readers to rename here.
-    reads: list[tuple[str, ...] | set[str]] = field(default_factory=list)
+    reads: list[list[str] | set[str]] = field(default_factory=list)
     model_inputs: list[str] = field(default_factory=list)  # the region's inputs that are not constants
     names: set[str] = field(default_factory=set)  # every name the region's nodes make, in subgraphs too
 
@@ -169,8 +169,8 @@ class Found:
     model: onnx.ModelProto
     nodes: list[onnx.NodeProto]
     kinds: list[tuple[str, str, bool]]
-    outs: list[tuple[str, ...]]  # each node's outputs
-    reads: list[tuple[str, ...] | set[str]]  # what each node reads, its subgraphs' outer reads included
+    outs: list[list[str]]  # each node's outputs
+    reads: list[list[str] | set[str]]  # what each node reads, its subgraphs' outer reads included
     outer: dict[int, set[str]]  # nodes with subgraphs: every name they read
     region: set[int]
     _index: _Index | None = None
@@ -217,9 +217,11 @@ class _Index:
 
 
 def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),
-         weights: Weights | None = None, kinds: list[tuple[str, str, bool]] | None = None) -> Found | None:
+         weights: Weights | None = None, kinds: list[tuple[str, str, bool]] | None = None,
+         nodes: list[onnx.NodeProto] | None = None) -> Found | None:
     """The nodes of ``model``'s main graph that make its sequence region, or None when the
-    region way does not apply (see the module's doc). Arguments as ``cut``'s."""
+    region way does not apply (see the module's doc). Arguments as ``cut``'s; ``nodes``:
+    ``list(model.graph.node)``, when read already (``kinds`` were read off it)."""
     if _WHOLE_MODEL_QUIRKS & set(quirks):
         return None
     g = model.graph
@@ -231,11 +233,12 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
     # (Held weights: none of the main graph's initializers is external but the stubs.)
     if weights is None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in g.initializer):
         return None
-    nodes = list(g.node)
+    nodes = nodes if nodes is not None else list(g.node)
     # Each node's fields read once (a protobuf field read costs a wrapper; a big graph is
-    # tens of thousands of nodes): the passes below are set tests on these.
-    kinds = kinds if kinds is not None else node_kinds(g)
-    outs = [tuple(n.output) for n in nodes]
+    # tens of thousands of nodes): the passes below are set tests on these. (A slice of a
+    # repeated field is a list made in C: a third faster than a tuple of its items.)
+    kinds = kinds if kinds is not None else node_kinds(nodes)
+    outs = [n.output[:] for n in nodes]
     region: set[int] = set()
     outer: dict[int, set[str]] = {}
     for i, (op, domain, attributed) in enumerate(kinds):
@@ -250,7 +253,7 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
             region.add(i)
     if not region:
         return None
-    reads = [outer[i] if i in outer else tuple(n.input) for i, n in enumerate(nodes)]
+    reads = [outer[i] if i in outer else n.input[:] for i, n in enumerate(nodes)]
     # A value from the region reaches further through ops that carry sequences.
     carriers = [i for i, (op, domain, _) in enumerate(kinds) if domain not in _DEFAULT or op in _CARRIERS]
     frontier = {o for i in region for o in outs[i] if o}
