@@ -40,7 +40,7 @@ from seqlower.model_check import (
     weightless_proto,
 )
 from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos
-from seqlower.weights import Weights, hold_weights, is_stub
+from seqlower.weights import Held, Weights, hold_weights, is_stub
 
 __all__ = [
     "ModelSource",
@@ -197,11 +197,11 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
     # Held weights were read inline from the file (none of the main graph's initializers
     # is external there, or nothing is held).
     _check_external_data(proto, base_dir, label, main_initializers=held is None,
-                         main_nodes=held.attributed if held is not None else None)
+                         main_nodes=held.external if held is not None else None)
     if check:
         # The checks read no weights: they run on the skeleton (big weights as typed inputs).
         skel = held.skeleton if held is not None else skeleton(proto)
-        for warning in check_proto(skel, label, base_dir, main_nodes=held.attributed if held is not None else None):
+        for warning in check_proto(skel, label, base_dir, main_nodes=held.external if held is not None else None):
             warnings.warn(ModelWarning(warning), stacklevel=3)
             if skel is not proto and "topological" in warning:
                 sort_nodes(proto)  # the checker sorted the skeleton's copy of the nodes
@@ -210,12 +210,28 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
         check_structure(proto, label, held)
         check_types(skel, label, types, dims_from=proto if held is not None else None,
                     main_nodes=held.attributed if held is not None else None)
-    if load_external_data and base_dir is not None:
+    if base_dir is not None:
         try:
-            onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
+            if load_external_data:
+                onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
+            else:
+                _load_node_tensors(proto, base_dir, held)
         except (OSError, ValueError) as e:
             raise ModelError(f"{label}: cannot load external data ({e})") from None
     return proto, held.weights if held is not None else None
+
+
+def _load_node_tensors(proto: onnx.ModelProto, base_dir: str, held: Held | None) -> None:
+    """Read in the external data of every tensor but the main graph's initializers (a
+    Constant's value, a subgraph's initializer, which exporters keep inline and onnx
+    externalizes when asked to): the writers externalize initializers only, and a
+    reference left in the output would name a file beside the input."""
+    main_nodes = held.external if held is not None else None
+    for tensor in iter_tensor_protos(proto, main_initializers=False, main_nodes=main_nodes):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL and not is_stub(tensor):
+            onnx.external_data_helper.load_external_data_for_tensor(tensor, base_dir)
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
 
 
 def load_model(source: ModelSource | ir.Model, *, check: bool = True) -> ir.Model:

@@ -239,12 +239,17 @@ class Held:
     # attribute's tag, b"*", or b"Constant"): every other node has neither, and the checks
     # that look at attributes pass over it. None: every node may.
     attributed: list[int] | None = None
+    # Main-graph nodes that may hold a tensor whose data is external: their bytes hold
+    # TensorProto.data_location = EXTERNAL (field 14, 1: b"\x70\x01"), which every such
+    # tensor has. None: every node may.
+    external: list[int] | None = None
 
     def nodes_moved(self) -> None:
         """The main graph's nodes were reordered (sorted): what was read off them by index
         no longer holds."""
         self.plain_nodes = set()
         self.attributed = None
+        self.external = None
 
 
 def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorProto], None]) -> Held | None:
@@ -308,7 +313,7 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
             at = end
         if not weights.spans:
             return None
-        plain, attributed = _read_nodes(data, node_spans)
+        plain, attributed, external = _read_nodes(data, node_spans)
         light.append(view[at:g_end])
         skel.append(view[at:g_end])
     except _Malformed:
@@ -318,7 +323,7 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
     # Weights that are graph inputs too (IR < 4) are typed there already.
     skel += [e for e, name in zip(inputs, weights.spans) if name not in declared]
     skeleton = _parse_with_graph(view[:g_entry], skel, view[g_end:])
-    return Held(proto, skeleton, weights, plain, attributed)
+    return Held(proto, skeleton, weights, plain, attributed, external)
 
 
 def _plain_tensor(data: bytes | mmap.mmap, start: int, end: int) -> tuple[str, int, list[int]] | None:
@@ -365,26 +370,31 @@ def _plain_tensor(data: bytes | mmap.mmap, start: int, end: int) -> tuple[str, i
     return name, data_type, dims
 
 
-def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> tuple[set[int], list[int]]:
-    """``Held.plain_nodes`` and ``Held.attributed`` of the node entries at ``spans`` (entry
-    start, payload start, payload end). The nodes of a graph are one block of bytes in the
-    files exporters and onnx write: read as one block then (one decode, one search per
-    marker), node by node otherwise."""
+def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> tuple[set[int], list[int], list[int]]:
+    """``Held.plain_nodes``, ``Held.attributed`` and ``Held.external`` of the node entries at
+    ``spans`` (entry start, payload start, payload end). The nodes of a graph are one block
+    of bytes in the files exporters and onnx write: read as one block then (one decode,
+    one search per marker), node by node otherwise."""
     if not spans:
-        return set(), []
+        return set(), [], []
     first, last = spans[0][0], spans[-1][2]
     starts = [entry for entry, _, _ in spans]
-    # Where the markers are, as node indices.
-    marked: set[int] = set()
-    for mark in (b"*", b"Constant"):
-        i = data.find(mark, first, last)
-        while i >= 0:
-            k = bisect.bisect_right(starts, i) - 1
-            if i < spans[k][2]:
-                marked.add(k)
-                i = data.find(mark, spans[k][2], last)
-            else:  # between two node entries (the nodes are not one block)
-                i = data.find(mark, i + 1, last)
+
+    def marked(*marks: bytes) -> set[int]:
+        """The nodes whose bytes hold one of ``marks``, as node indices."""
+        found: set[int] = set()
+        for mark in marks:
+            i = data.find(mark, first, last)
+            while i >= 0:
+                k = bisect.bisect_right(starts, i) - 1
+                if i < spans[k][2]:
+                    found.add(k)
+                    i = data.find(mark, spans[k][2], last)
+                else:  # between two node entries (the nodes are not one block)
+                    i = data.find(mark, i + 1, last)
+        return found
+
+    attributed = marked(b"*", b"Constant")
     # A node with an attribute is never plain: an attribute's type field (20) takes a tag
     # byte over 0x7F, which could complete a string's broken last character.
     contiguous = all(spans[k + 1][0] == spans[k][2] for k in range(len(spans) - 1))
@@ -403,7 +413,7 @@ def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> t
                 decoded.add(k)
             except UnicodeDecodeError:
                 pass
-    return decoded - marked, sorted(marked)
+    return decoded - attributed, sorted(attributed), sorted(marked(b"\x70\x01") & attributed)
 
 
 def _parse_with_graph(before: memoryview, graph: list[bytes | memoryview], after: memoryview) -> onnx.ModelProto:

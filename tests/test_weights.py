@@ -306,3 +306,56 @@ def test_plain_tensor_headers_read_as_the_message_does():
         assert _plain_tensor(data, 0, len(data)) is None
     data = numpy_helper.from_array(np.ones(2, np.float32), "ok").SerializeToString().replace(b"ok", b"\xef\x28")
     assert _plain_tensor(data, 0, len(data)) is None
+
+
+def _with_external_constant(folder) -> str:
+    """``mlp_with_split`` (held weights) with a Constant node whose value is external data:
+    added to the output of the last block."""
+    m = mlp_with_split()
+    value = numpy_helper.from_array(np.arange(16, dtype=np.float32), "c")
+    (folder / "c.bin").write_bytes(value.raw_data)
+    value.ClearField("raw_data")
+    value.data_location = TensorProto.EXTERNAL
+    value.external_data.add(key="location", value="c.bin")
+    relu = m.graph.node[-1]
+    relu.output[0] = "r"
+    m.graph.node.extend([helper.make_node("Constant", [], ["c"], value=value),
+                         helper.make_node("Add", ["r", "c"], ["y"])])
+    path = folder / "m.onnx"
+    onnx.save(m, path)
+    return str(path)
+
+
+def test_a_held_model_reads_a_constants_external_data(tmp_path, capsys):
+    """The nodes' bytes say which of them can hold external data (data_location = EXTERNAL):
+    the reader looks into those, and finds a Constant's external file there or its absence."""
+    path = _with_external_constant(tmp_path)
+    proto, weights = read_model_held(path)
+    assert weights is not None  # the weights were held
+    assert main(["lower", path, "-o", str(tmp_path / "low.onnx"), "--verify", "-q"]) == 0
+    (tmp_path / "c.bin").unlink()
+    with pytest.raises(ModelError, match="external data file 'c.bin' is missing"):
+        read_model_held(path)
+    assert main(["lower", path, "-o", str(tmp_path / "low2.onnx"), "-q"]) == 2
+    assert "'c.bin' is missing" in capsys.readouterr().err
+    assert not (tmp_path / "low2.onnx").exists()
+
+
+def test_constants_externalized_with_the_weights_are_read_in(tmp_path):
+    """onnx.save's convert_attribute=True: the weights and a Constant's value external in one
+    file. The Constant comes back inline; the weights go to the output's own data file."""
+    m = onnx.load(_with_external_constant(tmp_path))
+    m.graph.node[-2].attribute[0].t.CopyFrom(numpy_helper.from_array(np.arange(16, dtype=np.float32), "c"))
+    src = tmp_path / "all_external"
+    src.mkdir()
+    onnx.save_model(m, src / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True, location="m.bin",
+                    size_threshold=0, convert_attribute=True)
+    assert any(a.t.data_location == TensorProto.EXTERNAL for n in onnx.load(src / "m.onnx", load_external_data=False)
+               .graph.node for a in n.attribute if a.name == "value")
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    assert main(["lower", str(src / "m.onnx"), "-o", str(out / "low.onnx"), "--verify", "-q"]) == 0
+    low = onnx.load(out / "low.onnx", load_external_data=False)
+    constant = next(n for n in low.graph.node if n.op_type == "Constant" and n.output[0] == "c")
+    assert constant.attribute[0].t.data_location == TensorProto.DEFAULT
+    assert numpy_helper.to_array(constant.attribute[0].t).tolist() == list(range(16))
