@@ -117,9 +117,11 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
     for start in range(0, len(g.node), window):
         chunk = g.node[start:start + window]
         made = {o for n in chunk for o in n.output if o}
-        reads: dict[str, None] = {}
+        # (a node without attributes reads its inputs: most of a big graph, read as a slice)
+        names: list[str] = []
         for n in chunk:
-            reads.update(dict.fromkeys(sorted(outer_reads(n) - made)))
+            names.extend(sorted(outer_reads(n)) if n.attribute else n.input[:])
+        reads = dict.fromkeys(x for x in names if x and x not in made)
         seg = onnx.ModelProto()
         seg.CopyFrom(header)
         sg = seg.graph

@@ -90,39 +90,80 @@ def _components(found: Found) -> list[list[int]]:
     return list(comps.values())
 
 
-def _canonical(node: onnx.NodeProto) -> tuple[onnx.NodeProto, list[str]]:
-    """A copy of ``node`` without its names, and what its subgraphs read from outside (in
-    the order they first read it), numbered in the copy. The subgraphs' own names are
-    numbered too, in the order they are made, and graph and node names go: an exporter
-    names each layer's body apart. (A name is its subgraphs' own when any of them makes
-    it: a valid model reads a name only where it is in scope.)"""
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    copy.name = ""
-    del copy.input[:]
-    del copy.output[:]
-    made: dict[str, None] = {}
-    read: dict[str, None] = {}
-    queue = subgraphs_of(copy)
-    k = 0
-    while k < len(queue):
-        sub = queue[k]
-        k += 1
-        sub.name = ""
-        made.update((v.name, None) for v in sub.input)
-        made.update((t.name, None) for t in sub.initializer)
-        for m in sub.node:
-            m.name = ""
-            read.update((x, None) for x in m.input if x)
-            made.update((o, None) for o in m.output if o)
-            if m.attribute:
-                queue.extend(subgraphs_of(m))
-        read.update((v.name, None) for v in sub.output)
-    free = [x for x in read if x not in made]
-    names = {x: f"\0${j}" for j, x in enumerate(free)}
-    names.update((x, f"\0#{j}") for j, x in enumerate(made))
-    _rename(copy, names, all_names=True)
-    return copy, free
+def _canonical(node: onnx.NodeProto) -> tuple[bytes, list[str]] | None:
+    """What ``node``'s attributes and subgraphs are without their names, and what the
+    subgraphs read from outside (in the order they first read it), numbered in it. The
+    subgraphs' own names are numbered too, in the order they are made, and graph and node
+    names go: an exporter names each layer's body apart. (A name is its subgraphs' own when
+    any of them makes it: a valid model reads a name only where it is in scope.) None: a
+    subgraph reads a name before it makes it (nodes out of order), which numbering in one
+    walk cannot tell from a name read from outside.
+
+    Read, never written: protobuf's setters cost a copy of the node and a walk to rename."""
+    made: dict[str, str] = {}
+    free: dict[str, str] = {}
+
+    def read(x: str) -> str:
+        if not x:
+            return ""
+        token = made.get(x)
+        if token is None:
+            token = free.get(x)
+            if token is None:
+                token = free[x] = f"\0${len(free)}"
+        return token
+
+    def make(x: str) -> str:
+        if not x:
+            return ""
+        if x in free:
+            raise _OutOfOrder
+        token = made[x] = f"\0#{len(made)}"
+        return token
+
+    queue: list[onnx.GraphProto] = []
+
+    def attributes(n: onnx.NodeProto) -> list[Any]:
+        out: list[Any] = []
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out.append((a.name, len(queue)))
+                queue.append(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                out.append((a.name, tuple(range(len(queue), len(queue) + len(a.graphs)))))
+                queue.extend(a.graphs)
+            else:
+                out.append(a.SerializeToString())
+        return out
+
+    parts: list[Any] = [attributes(node)]
+    try:
+        k = 0
+        while k < len(queue):
+            g = queue[k]
+            k += 1
+            parts.append([(make(v.name), v.type.SerializeToString(deterministic=True)) for v in g.input])
+            for t in g.initializer:
+                c = onnx.TensorProto()
+                c.CopyFrom(t)
+                c.name = ""
+                parts.append((make(t.name), c.SerializeToString(deterministic=True)))
+            parts.append([g.SerializeToString()] if g.sparse_initializer else [])
+            for m in g.node:
+                ins = tuple(read(x) for x in m.input)
+                parts.append((m.op_type, m.domain, m.overload, m.doc_string, ins,
+                              tuple(make(o) for o in m.output), attributes(m) if m.attribute else ()))
+            parts.append([(read(v.name), v.type.SerializeToString(deterministic=True)) for v in g.output])
+            # A value info of a name the graph neither makes nor reads keeps its name.
+            parts.append([(made.get(v.name, v.name), v.type.SerializeToString(deterministic=True))
+                          for v in g.value_info])
+    except _OutOfOrder:
+        return None
+    return repr(parts).encode(), list(free)
+
+
+class _OutOfOrder(Exception):
+    pass
 
 
 def _rename(node: onnx.NodeProto, names: Mapping[str, str], *, all_names: bool) -> None:
@@ -274,8 +315,10 @@ class _Keys:
             if i in found.outer:
                 if not self.declared.keys().isdisjoint(found.index.inner[i]):
                     return None  # the model types a subgraph's own value: names the key does not hold
-                copy, free = _canonical(n)
-                attrs = copy.SerializeToString(deterministic=True)
+                canonical = _canonical(n)
+                if canonical is None:
+                    return None
+                attrs, free = canonical
                 ins.append("|")
                 ins.extend(token(x) for x in free)
             else:
