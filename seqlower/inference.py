@@ -24,7 +24,7 @@ import onnx
 
 from seqlower.protos import copy_fields, innermost_type, outer_reads, subgraphs_of, value_infos
 
-__all__ = ["infer_shapes", "WINDOW_NODES"]
+__all__ = ["infer_shapes", "infer_types", "WINDOW_NODES"]
 
 # Main-graph nodes per window, and the work (nodes x nodes with subgraphs) past which
 # the graph is cut into windows: below it one run costs under about a tenth of a second.
@@ -47,17 +47,41 @@ def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mod
         # onnx's data propagation through a Loop whose trip count it computes from such a
         # dim allocates without bound (a mutated dim of 2**31: 6 GB, then bad_alloc).
         data_prop = False
-    nodes = proto.graph.node
     if window is None:
-        heavy = sum(1 for n in (nodes if main_nodes is None else (nodes[i] for i in main_nodes)) if subgraphs_of(n))
-        if heavy * len(nodes) <= _WINDOWED_WORK:
+        if not _is_windowed(proto, main_nodes):
             return onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
                                                      data_prop=data_prop)
         window = WINDOW_NODES
-    if len(nodes) <= window:
+    if len(proto.graph.node) <= window:
         return onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
                                                  data_prop=data_prop)
     return _windowed(proto, window, check_type=check_type, strict_mode=strict_mode, data_prop=data_prop)
+
+
+def infer_types(proto: onnx.ModelProto, *, check_type: bool = False, strict_mode: bool = False,
+                data_prop: bool = False, dims_from: onnx.ModelProto | None = None,
+                main_nodes: Sequence[int] | None = None,
+                ) -> Sequence[onnx.ValueInfoProto] | dict[str, onnx.TypeProto]:
+    """What ``infer_shapes`` finds of the main graph's values (its value infos and outputs),
+    without the typed model: windows then skip putting the graph back together."""
+    if data_prop and _huge_dim(dims_from if dims_from is not None else proto):
+        data_prop = False
+    if not _is_windowed(proto, main_nodes):
+        g = onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
+                                              data_prop=data_prop).graph
+        return [*g.value_info, *g.output]
+    found, outputs, _ = _window_runs(proto, WINDOW_NODES, False, check_type=check_type, strict_mode=strict_mode,
+                                     data_prop=data_prop)
+    found.update((name, v.type) for name, v in outputs.items())
+    return found
+
+
+def _is_windowed(proto: onnx.ModelProto, main_nodes: Sequence[int] | None) -> bool:
+    nodes = proto.graph.node
+    if len(nodes) <= WINDOW_NODES:
+        return False
+    heavy = sum(1 for n in (nodes if main_nodes is None else (nodes[i] for i in main_nodes)) if subgraphs_of(n))
+    return heavy * len(nodes) > _WINDOWED_WORK
 
 
 # Past this, a declared dim is no real size (2**31 elements of one byte is 2 GiB) and
@@ -94,6 +118,27 @@ def _highest_unk(data: bytes) -> int:
 
 def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.ModelProto:
     g = proto.graph
+    found, outputs, out_nodes = _window_runs(proto, window, True, **options)
+    out = copy_fields(onnx.ModelProto(), proto, skip=("graph",))
+    og = copy_fields(out.graph, g, skip=("node", "output", "value_info"))
+    og.node.extend(out_nodes)
+    og.output.extend(outputs.get(v.name, v) for v in g.output)
+    # Like one run: the declared value infos first (refined), then what was found.
+    declared = {v.name for v in g.value_info}
+    skip = {*(v.name for v in g.output), *(v.name for v in g.input), *(t.name for t in g.initializer),
+            *(t.values.name for t in g.sparse_initializer)}
+    og.value_info.extend(onnx.helper.make_value_info(v.name, found[v.name]) if v.name in found else v
+                         for v in g.value_info)
+    og.value_info.extend(onnx.helper.make_value_info(name, tp) for name, tp in found.items()
+                         if name not in declared and name not in skip)
+    return out
+
+
+def _window_runs(proto: onnx.ModelProto, window: int, keep_nodes: bool, **options: bool,
+                 ) -> tuple[dict[str, onnx.TypeProto], dict[str, onnx.ValueInfoProto], list[onnx.NodeProto]]:
+    """Inference window by window: the types found for values the model makes, the graph
+    outputs as inference refined them, and (``keep_nodes``) the nodes as it returned them."""
+    g = proto.graph
     model_inputs = {v.name: v for v in g.input}
     initializers = {t.name: t for t in g.initializer}
     sparse = {t.values.name: t for t in g.sparse_initializer}
@@ -109,7 +154,8 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
     # graph has: each window declares every unk__k up to the highest any name holds so
     # far (an unused value info), so what it makes up is new. (Read off the bytes: a
     # name that is not a dim only makes the numbers start later.)
-    highest = _highest_unk(b"".join(m.SerializeToString() for m in (*g.node, *g.input, *g.output, *g.value_info)))
+    highest = _highest_unk(copy_fields(onnx.GraphProto(), g, skip=("initializer", "sparse_initializer"))
+                           .SerializeToString())
     seed = onnx.helper.make_tensor_value_info(_SYMBOLS, onnx.TensorProto.FLOAT, [])
     header = copy_fields(onnx.ModelProto(), proto, skip=("graph",))
     header.graph.name = g.name
@@ -120,7 +166,7 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
         # (a node without attributes reads its inputs: most of a big graph, read as a slice)
         names: list[str] = []
         for n in chunk:
-            names.extend(sorted(outer_reads(n)) if n.attribute else n.input[:])
+            names.extend(sorted(outer_reads(n)) if n.attribute and subgraphs_of(n) else n.input[:])
         reads = dict.fromkeys(x for x in names if x and x not in made)
         seg = onnx.ModelProto()
         seg.CopyFrom(header)
@@ -158,23 +204,12 @@ def _windowed(proto: onnx.ModelProto, window: int, **options: bool) -> onnx.Mode
             if v.name in made:
                 found[v.name] = v.type
         outputs.update({v.name: v for v in rg.output})
-        out_nodes.extend(rg.node[len(copied):])
+        if keep_nodes:
+            out_nodes.extend(rg.node[len(copied):])
         for n in chunk:
             if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
                 constant_nodes[n.output[0]] = n
-
-    out = onnx.ModelProto()
-    out.CopyFrom(header)
-    og = copy_fields(out.graph, g, skip=("node", "output", "value_info"))
-    og.node.extend(out_nodes)
-    og.output.extend(outputs.get(v.name, v) for v in g.output)
-    # Like one run: the declared value infos first (refined), then what was found.
-    skip = {*declared_outputs, *model_inputs, *initializers, *sparse}
-    og.value_info.extend(onnx.helper.make_value_info(v.name, found[v.name]) if v.name in found else v
-                         for v in g.value_info)
-    og.value_info.extend(onnx.helper.make_value_info(name, tp) for name, tp in found.items()
-                         if name not in declared and name not in skip)
-    return out
+    return found, outputs, out_nodes
 
 
 def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:

@@ -12,14 +12,14 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
 import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
-from seqlower.inference import infer_shapes
+from seqlower.inference import infer_shapes, infer_types
 from seqlower.irutil import graphs_of
 from seqlower.map_types import restore_map_types
 from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads, utf8_nodes
@@ -311,35 +311,38 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
     when asked: the region cut asks for a few of tens of thousands."""
 
     def __init__(self) -> None:
-        self._values: list[onnx.ValueInfoProto] = []
-        self._index: dict[str, onnx.ValueInfoProto] | None = None
+        self._values: Sequence[onnx.ValueInfoProto] = []
+        self._index: dict[str, onnx.TypeProto] | None = None
 
-    def found(self, graph: onnx.GraphProto) -> None:
-        self._values = [*graph.value_info, *graph.output]
-        self._index = None
+    def found(self, values: Sequence[onnx.ValueInfoProto] | dict[str, onnx.TypeProto]) -> None:
+        """What ``seqlower.inference.infer_types`` found."""
+        if isinstance(values, dict):
+            self._values, self._index = [], values
+        else:
+            self._values, self._index = values, None
 
     def release(self) -> None:
         """Let go of inference's result (it holds a typed copy of the whole graph)."""
         self._values = []
         self._index = None
 
-    def _by_name(self) -> dict[str, onnx.ValueInfoProto]:
+    def _by_name(self) -> dict[str, onnx.TypeProto]:
         if self._index is None:
-            self._index = {v.name: v for v in self._values}
+            self._index = {v.name: v.type for v in self._values}
         return self._index
 
     def __getitem__(self, name: str) -> onnx.TypeProto:
-        v = self._by_name()[name]
-        if v.type.WhichOneof("value") is None:
+        tp = self._by_name()[name]
+        if tp.WhichOneof("value") is None:
             raise KeyError(name)
-        return v.type
+        return tp
 
     def __contains__(self, name: object) -> bool:
-        v = self._by_name().get(name)  # type: ignore[arg-type]
-        return v is not None and v.type.WhichOneof("value") is not None
+        tp = self._by_name().get(name)  # type: ignore[arg-type]
+        return tp is not None and tp.WhichOneof("value") is not None
 
     def __iter__(self) -> Iterator[str]:
-        return (name for name, v in self._by_name().items() if v.type.WhichOneof("value") is not None)
+        return (name for name, tp in self._by_name().items() if tp.WhichOneof("value") is not None)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -355,14 +358,13 @@ def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypePr
     if proto.ByteSize() > PROTOBUF_LIMIT:
         return  # too big to hand to inference in memory; the passes meet such errors later
     try:
-        inferred = infer_shapes(proto, check_type=True, strict_mode=False, data_prop=types is not None,
-                                dims_from=dims_from, main_nodes=main_nodes)
+        found = infer_types(proto, check_type=True, strict_mode=False, data_prop=types is not None,
+                            dims_from=dims_from, main_nodes=main_nodes)
         if isinstance(types, InferredTypes):
-            types.found(inferred.graph)
+            types.found(found)
         elif types is not None:
-            for v in (*inferred.graph.value_info, *inferred.graph.output):
-                if v.type.WhichOneof("value") is not None:
-                    types[v.name] = v.type
+            pairs = found.items() if isinstance(found, dict) else ((v.name, v.type) for v in found)
+            types.update((name, tp) for name, tp in pairs if tp.WhichOneof("value") is not None)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, ValueError) as e:
         first = _first_line(e)
         # Only kind errors (a sequence or optional where a tensor goes) and types that do

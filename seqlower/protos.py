@@ -146,10 +146,16 @@ def outer_reads(node: onnx.NodeProto) -> set[str]:
     if not node.attribute:
         return names
     for sub in subgraphs_of(node):
-        defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
-        defined |= {o for n in sub.node for o in n.output}
-        for n in sub.node:
-            names |= outer_reads(n) - defined
+        defined = {v.name for v in sub.input}
+        defined.update(t.name for t in sub.initializer)
+        nodes = list(sub.node)
+        for n in nodes:
+            defined.update(n.output)
+        for n in nodes:
+            # (a node without attributes, most of a body, read in place: a call and two
+            # sets less each)
+            names.update(x for x in (outer_reads(n) if n.attribute else n.input) if x not in defined)
+    names.discard("")
     return names
 
 

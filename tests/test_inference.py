@@ -158,3 +158,25 @@ def test_huge_dims_are_found_off_the_bytes_as_by_the_walk():
         walked = any(d.dim_value > inference._DATA_PROP_DIM_LIMIT for v in inference.value_infos(model)
                      for d in inference._dims(v.type))
         assert walked is huge
+
+
+def test_types_alone_are_what_the_typed_model_holds(monkeypatch):
+    """infer_types: windowed (forced small here) or in one run, every value's type is the one
+    infer_shapes writes into the model, made-up dims numbered alike."""
+    import seqlower.inference as inference
+    from seqlower.inference import infer_types
+
+    m = _chain(12)
+    monkeypatch.setattr(inference, "WINDOW_NODES", 7)
+    monkeypatch.setattr(inference, "_WINDOWED_WORK", 0)
+    whole = infer_shapes(m, window=7, data_prop=True)
+    found = infer_types(m, data_prop=True)
+    assert isinstance(found, dict)  # windows ran
+    typed = {v.name: v.type for v in (*whole.graph.value_info, *whole.graph.output)}
+    assert found.keys() == typed.keys() and len(found) > 40
+    assert all(found[k] == typed[k] for k in typed)
+    monkeypatch.undo()
+    one_run = infer_types(_chain(2), data_prop=True)
+    assert not isinstance(one_run, dict)  # small: one run, its value infos
+    assert {v.name for v in one_run} == {v.name for v in (*infer_shapes(_chain(2)).graph.value_info,
+                                                           *infer_shapes(_chain(2)).graph.output)}
