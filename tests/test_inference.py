@@ -180,3 +180,27 @@ def test_types_alone_are_what_the_typed_model_holds(monkeypatch):
     assert not isinstance(one_run, dict)  # small: one run, its value infos
     assert {v.name for v in one_run} == {v.name for v in (*infer_shapes(_chain(2)).graph.value_info,
                                                            *infer_shapes(_chain(2)).graph.output)}
+
+
+def test_windows_are_cut_short_only_where_no_propagated_value_crosses():
+    """A window ends at a quarter of its size or later, at the first place no value a
+    propagating op (Shape, Gather, Concat...) made is read across; else at its size."""
+    from seqlower.inference import _windows
+
+    def relu(i: int) -> onnx.NodeProto:
+        return helper.make_node("Relu", [f"v{i - 1}"], [f"v{i}"])
+
+    nodes = [relu(i) for i in range(1, 41)]
+    reads = [list(n.input) for n in nodes]
+    # Plain float ops: every place is clean, windows are as short as allowed.
+    assert list(_windows(nodes, reads, 16)) == [(k, min(k + 4, 40)) for k in range(0, 40, 4)]
+    # A Shape (node 2) read by node 13: no cut before node 14.
+    nodes[2] = helper.make_node("Shape", ["v2"], ["s"])
+    nodes[13] = helper.make_node("Tile", ["v13", "s"], ["v14"])
+    reads = [list(n.input) for n in nodes]
+    assert list(_windows(nodes, reads, 16))[0] == (0, 14)
+    # Read further than a window: cut at the window's size, then after the reader.
+    nodes[13] = relu(14)
+    nodes[30] = helper.make_node("Tile", ["v30", "s"], ["v31"])
+    reads = [list(n.input) for n in nodes]
+    assert list(_windows(nodes, reads, 16))[:2] == [(0, 16), (16, 31)]
