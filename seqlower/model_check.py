@@ -312,37 +312,44 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
 
     def __init__(self) -> None:
         self._values: Sequence[onnx.ValueInfoProto] = []
-        self._index: dict[str, onnx.TypeProto] | None = None
+        self._index: dict[str, onnx.ValueInfoProto] | None = None
+        self._types: dict[str, onnx.TypeProto] = {}
 
     def found(self, values: Sequence[onnx.ValueInfoProto] | dict[str, onnx.TypeProto]) -> None:
         """What ``seqlower.inference.infer_types`` found."""
         if isinstance(values, dict):
-            self._values, self._index = [], values
+            self._values, self._index, self._types = [], {}, values
         else:
-            self._values, self._index = values, None
+            self._values, self._index, self._types = values, None, {}
 
     def release(self) -> None:
         """Let go of inference's result (it holds a typed copy of the whole graph)."""
-        self._values = []
-        self._index = None
+        self._values, self._index, self._types = [], None, {}
 
-    def _by_name(self) -> dict[str, onnx.TypeProto]:
+    def _type(self, name: object) -> onnx.TypeProto | None:
+        if name in self._types:
+            return self._types[name]  # type: ignore[index]
         if self._index is None:
-            self._index = {v.name: v.type for v in self._values}
-        return self._index
+            # (by name only: a type is read when asked for, a few of tens of thousands)
+            self._index = {v.name: v for v in self._values}
+        v = self._index.get(name)  # type: ignore[arg-type]
+        return v.type if v is not None else None
 
     def __getitem__(self, name: str) -> onnx.TypeProto:
-        tp = self._by_name()[name]
-        if tp.WhichOneof("value") is None:
+        tp = self._type(name)
+        if tp is None or tp.WhichOneof("value") is None:
             raise KeyError(name)
         return tp
 
     def __contains__(self, name: object) -> bool:
-        tp = self._by_name().get(name)  # type: ignore[arg-type]
+        tp = self._type(name)
         return tp is not None and tp.WhichOneof("value") is not None
 
     def __iter__(self) -> Iterator[str]:
-        return (name for name, tp in self._by_name().items() if tp.WhichOneof("value") is not None)
+        if self._index is None:
+            self._index = {v.name: v for v in self._values}
+        names = [*self._types, *(x for x in self._index if x not in self._types)]
+        return (x for x in names if x in self)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

@@ -135,3 +135,21 @@ def test_large_models_get_external_data(tmp_path, monkeypatch):
     save_model(load_model(weights_model()), tmp_path / "big.onnx")
     assert (tmp_path / "big.onnx.data").stat().st_size == 4096
     assert to_proto(load_model(tmp_path / "big.onnx")).graph.initializer[0].data_location == onnx.TensorProto.EXTERNAL
+
+
+def test_inferred_types_from_value_infos_or_a_mapping():
+    """InferredTypes reads one run's value infos by name when asked, or windows' types as
+    they come; a value inference left untyped is not in it either way."""
+    from seqlower.model_check import InferredTypes
+
+    typed = onnx.helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [2])
+    untyped = onnx.ValueInfoProto(name="b")
+    for found in ([typed, untyped], {"a": typed.type, "b": untyped.type}):
+        types = InferredTypes()
+        types.found(found)
+        assert "a" in types and "b" not in types and "c" not in types
+        assert types["a"] == typed.type and list(types) == ["a"] and len(types) == 1
+        with pytest.raises(KeyError):
+            types["b"]
+        types.release()
+        assert "a" not in types
