@@ -483,13 +483,18 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
 
     _check_text_fields(proto, label, held)
     attributed = held.attributed if held is not None else None
-    for tensor in iter_tensor_protos(proto, main_initializers=held is None, main_nodes=attributed):
-        _check_tensor(tensor, label)
+    # One walk for the tensors (as ``iter_tensor_protos`` finds them) and the rest.
     graphs: list[onnx.GraphProto] = [proto.graph]
     node_lists = [f.node for f in proto.functions]
     while graphs or node_lists:
         if graphs:
             g = graphs.pop()
+            if held is None or g is not proto.graph:  # (held: checked as they were read)
+                for tensor in g.initializer:
+                    _check_tensor(tensor, label)
+            for sparse in g.sparse_initializer:
+                _check_tensor(sparse.values, label)
+                _check_tensor(sparse.indices, label)
             for v in [*g.input, *g.output, *g.value_info]:
                 type_of(v.type, f"value {v.name!r}")
             node_lists.append([g.node[i] for i in attributed] if g is proto.graph and attributed is not None else g.node)
@@ -503,6 +508,13 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
                                  " a Constant has exactly one")
             type_attr = _TYPE_ATTRIBUTES.get(op)
             for attr in node.attribute:
+                if attr.HasField("t"):
+                    _check_tensor(attr.t, label)
+                for tensor in attr.tensors:
+                    _check_tensor(tensor, label)
+                if attr.HasField("sparse_tensor"):
+                    _check_tensor(attr.sparse_tensor.values, label)
+                    _check_tensor(attr.sparse_tensor.indices, label)
                 if attr.name in _FLAG_ATTRIBUTES and attr.type == onnx.AttributeProto.INT and attr.i not in (0, 1):
                     # Runtimes read these as "nonzero", onnx's inference as "== 1": they
                     # would disagree on the shapes.
