@@ -20,6 +20,7 @@ lowers the whole model.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -32,7 +33,7 @@ from seqlower.inference import infer_shapes
 from seqlower.protos import outer_reads, own_names, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
-__all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "RESERVED_NAMES_KEY"]
+__all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "topological", "RESERVED_NAMES_KEY"]
 
 # model.meta of a region's sub-model: every name the rest of the model uses; the passes'
 # NameAuthority takes none of them, so what a lowering creates never collides on splice.
@@ -501,22 +502,38 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
     reads = set().union(*(outer_reads(n) for n in lg.node)) if region.constant_nodes or region.own_constants else set()
     if region.constant_nodes:
         last_producer = max([last_producer, *(i for x, i in region.constant_nodes.items() if x in reads)])
-    if last_producer >= first_reader:
-        return None  # the region reads what a reader of its outputs makes: no place fits
     # Where the region began, unless an input is made later: the untouched nodes keep their
     # order around it, and lowering the output again puts everything where it was.
     at = max(region.nodes[0], last_producer + 1)
     rename, region_nodes = _bypass_identities(lg, set(region.outputs) - {v.name for v in g.output})
+    # Constants only the region read, which its lowering no longer reads, go with it.
+    dropped = region.own_constants - reads
+    remove = sorted(in_region | {region.constant_nodes[x] for x in dropped if x in region.constant_nodes})
+    merged = None
+    if last_producer >= first_reader:
+        # The region reads what a reader of its outputs makes (blocks with other nodes
+        # between them): no one place fits, so every node goes where what it reads is
+        # made, the untouched ones in their order and the lowered ones where the region
+        # began. None: the lowering joined what the model kept apart (a cycle).
+        gone = set(remove)
+        kept = [i for i in range(len(nodes)) if i not in gone]
+        order = topological([*(nodes[i] for i in kept), *region_nodes],
+                            [*kept, *[region.nodes[0]] * len(region_nodes)],
+                            [*([rename.get(x, x) for x in region.reads[i]] for i in kept),
+                             *(_reads(n) for n in region_nodes)])
+        if order is None:
+            return None
+        merged, at = order, 0
     if rename:
         for i in range(at, len(nodes)):
             if i not in in_region and not rename.keys().isdisjoint(region.reads[i]):
                 _rename_reads(nodes[i], rename)
     bypassed = {n.output[0] for n in lg.node if n.op_type == "Identity"} - {o for n in region_nodes for o in n.output}
-    # Constants only the region read, which its lowering no longer reads, go with it.
-    dropped = region.own_constants - reads
     old = region.names
-    remove = sorted(in_region | {region.constant_nodes[x] for x in dropped if x in region.constant_nodes})
-    if len(remove) + len(region_nodes) <= _IN_PLACE:
+    if merged is not None:
+        del g.node[:]
+        g.node.extend(merged)
+    elif len(remove) + len(region_nodes) <= _IN_PLACE:
         # In place: the untouched nodes are not copied (a rebuilt list copies every node).
         place = at - sum(1 for i in remove if i < at)
         for i in reversed(remove):
@@ -559,6 +576,40 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
         if prop.key.startswith("seqlower."):
             model.metadata_props.add(key=prop.key, value=prop.value)
     return model
+
+
+def _reads(node: onnx.NodeProto) -> list[str] | set[str]:
+    return outer_reads(node) if node.attribute and subgraphs_of(node) else node.input[:]
+
+
+def topological(nodes: list[onnx.NodeProto], priorities: Sequence[int] | None = None,
+                reads: Sequence[Iterable[str]] | None = None) -> list[onnx.NodeProto] | None:
+    """``nodes`` in an order where each is after what makes what it reads (``reads``, else
+    read off the nodes); of the nodes that may go next, the one of lowest priority (else
+    the first in ``nodes``). None: they make a cycle."""
+    reads = reads if reads is not None else [_reads(n) for n in nodes]
+    made = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    if priorities is None and all(made.get(x, -1) < k for k, r in enumerate(reads) for x in r):
+        return nodes  # in order already (copies of a chain of blocks)
+    needs = [0] * len(nodes)
+    readers: list[list[int]] = [[] for _ in nodes]
+    for k, r in enumerate(reads):
+        deps = {made[x] for x in r if x in made and made[x] != k}
+        needs[k] = len(deps)
+        for d in deps:
+            readers[d].append(k)
+    rank = priorities if priorities is not None else range(len(nodes))
+    ready = [(rank[k], k) for k, c in enumerate(needs) if c == 0]
+    heapq.heapify(ready)
+    order: list[onnx.NodeProto] = []
+    while ready:
+        _, k = heapq.heappop(ready)
+        order.append(nodes[k])
+        for r in readers[k]:
+            needs[r] -= 1
+            if needs[r] == 0:
+                heapq.heappush(ready, (rank[r], r))
+    return order if len(order) == len(nodes) else None
 
 
 def _bypass_identities(lowered: onnx.GraphProto, internal: set[str]) -> tuple[dict[str, str], list[onnx.NodeProto]]:

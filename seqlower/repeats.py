@@ -22,7 +22,6 @@ fully known would lower differently alone, so it stays in the region.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +32,8 @@ import onnx
 from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.protos import outer_reads, own_names, subgraphs_of
-from seqlower.regions import _CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type, _small_constant
+from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type,
+                              _small_constant, topological)
 from seqlower.weights import Weights, is_stub
 
 __all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_MEMBERS"]
@@ -547,7 +547,10 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
         g.initializer.extend(inst.initializers)
         g.value_info.extend(inst.value_info)
     placed.sort(key=lambda p: p[0])
-    g.node.extend(_topological([n for _, n in placed]))
+    order = topological([n for _, n in placed])
+    if order is None:
+        raise AssertionError("the lowered region has a cycle (internal error)")
+    g.node.extend(order)
     g.input.extend(onnx.ValueInfoProto(name=x) for x in region.model_inputs)
     rest_out = {v.name: v for v in rest.graph.output} if rest is not None else {}
     for x in region.outputs:
@@ -561,32 +564,3 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
                     break
         g.output.append(v)
     return lowered
-
-
-def _topological(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
-    """``nodes`` in an order where each is after what makes its inputs; of the nodes that
-    may go next, the first in ``nodes``."""
-    made = {o: k for k, n in enumerate(nodes) for o in n.output if o}
-    reads = [outer_reads(n) if n.attribute and subgraphs_of(n) else n.input for n in nodes]
-    if all(made.get(x, -1) < k for k, r in enumerate(reads) for x in r):
-        return nodes  # in order already (copies of a chain of blocks)
-    needs = [0] * len(nodes)
-    readers: list[list[int]] = [[] for _ in nodes]
-    for k, r in enumerate(reads):
-        deps = {made[x] for x in r if x in made and made[x] != k}
-        needs[k] = len(deps)
-        for d in deps:
-            readers[d].append(k)
-    ready = [k for k, c in enumerate(needs) if c == 0]
-    heapq.heapify(ready)
-    order: list[onnx.NodeProto] = []
-    while ready:
-        k = heapq.heappop(ready)
-        order.append(nodes[k])
-        for r in readers[k]:
-            needs[r] -= 1
-            if needs[r] == 0:
-                heapq.heappush(ready, r)
-    if len(order) != len(nodes):
-        raise AssertionError("the lowered region has a cycle (internal error)")
-    return order

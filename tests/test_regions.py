@@ -141,19 +141,52 @@ def test_sequences_at_the_model_boundary_lower_the_whole_model():
     assert not isinstance(out, onnx.ModelProto) and report.tensor_only
 
 
-def test_a_region_whose_inputs_come_after_its_readers_falls_back_to_the_whole_model():
-    # The region (split, concat) reads z, which a node after the region's reader makes:
-    # no single place fits the lowered nodes, and the whole model is lowered instead.
+def test_a_region_whose_inputs_come_after_its_readers_is_merged_in_order():
+    # The region (split, length, insert, concat) reads z, which a node after the region's
+    # reader makes: no single place fits the lowered nodes, so each goes after what it
+    # reads, and the untouched nodes keep their order.
     nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
              helper.make_node("SequenceLength", ["s"], ["n"]),
-             helper.make_node("Cast", ["n"], ["nf"], to=FLOAT),
-             helper.make_node("Add", ["x", "nf"], ["z"]),
+             helper.make_node("Cast", ["n"], ["nf"], to=FLOAT, name="cast"),
+             helper.make_node("Add", ["x", "nf"], ["z"], name="add"),
              helper.make_node("SequenceInsert", ["s", "z"], ["s2"]),
              helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=0)]
     m = model(nodes, [t("x", FLOAT, [2, 3])], [t("y", FLOAT, [4, 3])])
-    out, report = lower_proto_with_report(m)
+    low, report = _lower(m)
     assert report.tensor_only
-    low = out if isinstance(out, onnx.ModelProto) else pipeline.to_proto(out)
+    untouched = [n.name for n in low.graph.node if n.name in ("cast", "add")]
+    assert untouched == ["cast", "add"]
+    _equivalent(m, low)
+
+
+def test_blocks_with_untouched_nodes_between_them_are_spliced_where_they_were():
+    """Three webs, each fed by a ReduceSum of the one before (a layer stack with a tensor
+    op between the layers): the region is spliced back around the untouched nodes, which
+    come out as they went in, in their order."""
+    nodes, prev = [], "x"
+    for b in range(3):
+        nodes += [helper.make_node("SplitToSequence", [prev, "halves"], [f"s{b}"], axis=1),
+                  helper.make_node("SequenceAt", [f"s{b}", "last"], [f"h{b}"]),
+                  helper.make_node("ConcatFromSequence", [f"s{b}"], [f"c{b}"], axis=1),
+                  helper.make_node("ReduceSum", [f"h{b}", "one"], [f"r{b}"], keepdims=1, name=f"sum{b}"),
+                  helper.make_node("Add", [f"c{b}", f"r{b}"], [f"y{b}"], name=f"add{b}")]
+        prev = f"y{b}"
+    m = model(nodes, [t("x", FLOAT, ["batch", 6])], [t("y2", FLOAT, ["batch", 6])],
+              initializer=[const("halves", np.array([2, 4], np.int64)), const("last", np.array(-1, np.int64)),
+                           const("one", np.array([1], np.int64))])
+    low, report = _lower(m)
+    assert report.tensor_only and len(report.rewrites) >= 6
+    kept = [n.name for n in low.graph.node if n.name.startswith(("sum", "add"))]
+    assert kept == ["sum0", "add0", "sum1", "add1", "sum2", "add2"]
+    # The sums as they were; an Add reads what its block's concat became (the split's own
+    # input: a concat of all parts of a split is what was split).
+    before = {n.name: n for n in m.graph.node if n.name}
+    for n in low.graph.node:
+        if n.name.startswith("sum"):
+            assert n == before[n.name]
+        elif n.name.startswith("add"):
+            assert n.input[1] == before[n.name].input[1] and n.output == before[n.name].output
+    assert [n.input[0] for n in low.graph.node if n.name.startswith("add")] == ["x", "y0", "y1"]
     _equivalent(m, low)
 
 
@@ -219,3 +252,19 @@ def test_a_splice_rebuilding_the_node_list_gives_what_one_in_place_gives(monkeyp
     rebuilt, _ = _lower(m)
     assert rebuilt.SerializeToString() == in_place.SerializeToString()
     _equivalent(m, rebuilt)
+
+
+def test_topological_keeps_priorities_where_it_can_and_finds_cycles():
+    from seqlower.regions import topological
+
+    a = helper.make_node("Relu", ["x"], ["a"], name="a")
+    b = helper.make_node("Relu", ["a"], ["b"], name="b")
+    c = helper.make_node("Relu", ["x"], ["c"], name="c")
+    # Lowest priority first among the ready ones; b waits for a whatever its priority.
+    assert [n.name for n in topological([b, c, a], [0, 2, 1])] == ["a", "b", "c"]
+    assert [n.name for n in topological([b, c, a], [0, 1, 2])] == ["c", "a", "b"]
+    # In order already: the same list back.
+    nodes = [a, b, c]
+    assert topological(nodes) is nodes
+    loop = [helper.make_node("Relu", ["q"], ["p"]), helper.make_node("Relu", ["p"], ["q"])]
+    assert topological(loop) is None

@@ -312,3 +312,28 @@ def test_a_template_that_fails_leaves_its_group_in_the_region(monkeypatch):
     low, report, _ = _lower(m)
     assert len(report.rewrites) == 15
     _equivalent(m, low)
+
+
+def test_equal_blocks_with_untouched_nodes_between_them_are_lowered_once(monkeypatch):
+    """Six webs, each fed by a ReduceSum and an Add of the one before: one template, six
+    copies, spliced back around the untouched nodes in their order. (The model declares
+    the Adds' shapes: inference alone names each block's columns apart, unk__k, and the
+    keys then differ.)"""
+    nodes, prev = [], "x"
+    for b in range(6):
+        nodes += [helper.make_node("SplitToSequence", [prev, "halves"], [f"s{b}"], axis=1),
+                  helper.make_node("SequenceAt", [f"s{b}", "last"], [f"h{b}"]),
+                  helper.make_node("ConcatFromSequence", [f"s{b}"], [f"c{b}"], axis=1),
+                  helper.make_node("ReduceSum", [f"h{b}", "one"], [f"r{b}"], keepdims=1, name=f"sum{b}"),
+                  helper.make_node("Add", [f"c{b}", f"r{b}"], [f"y{b}"], name=f"add{b}")]
+        prev = f"y{b}"
+    m = model(nodes, [t("x", FLOAT, [3, 6])], [t("y5", FLOAT, [3, 6])],
+              initializer=[const("halves", np.array([2, 4], np.int64)), const("last", np.array(-1, np.int64)),
+                           const("one", np.array([1], np.int64))])
+    m.graph.value_info.extend(t(f"y{b}", FLOAT, [3, 6]) for b in range(5))
+    low, report, subs = _lower(m, monkeypatch)
+    assert subs == [3]  # one template of three nodes; nothing else went through the pipeline
+    assert len(report.rewrites) == 18
+    assert [n.name for n in low.graph.node if n.name.startswith(("sum", "add"))] == \
+        [f"{op}{b}" for b in range(6) for op in ("sum", "add")]
+    _equivalent(m, low)
