@@ -290,7 +290,7 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
         if got is None:
             continue
         got[0].members.append(m)
-        plan.learn(m, got[1])
+        plan.learn(m, got[0], got[1])
     templates = [t for t in made.values() if t is not None]
     apart = {i for group, _, _ in templates for m in group.members for i in m.nodes}
     return build(found, found.region, inferred, weights, apart, lowered=plan.known), templates

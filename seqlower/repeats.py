@@ -22,6 +22,7 @@ fully known would lower differently alone, so it stays in the region.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.protos import outer_reads, own_names, subgraphs_of
+from seqlower.protos import innermost_type, outer_reads, own_names, subgraphs_of
 from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type,
                               _small_constant, topological)
 from seqlower.weights import Weights, is_stub
@@ -42,6 +43,8 @@ __all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_ME
 # costs a pass pipeline of its own (tens of milliseconds), which a few members lowered in
 # place cost as well.
 MIN_MEMBERS = 4
+
+_GENERATED = re.compile(r"unk__\d+")  # how onnx's inference names a dim it cannot infer
 
 # Ops whose outputs may be sequences (or optionals, maps): the values that join a component.
 _JOINING = frozenset((ops.names("sequence") - {"ConcatFromSequence", "SequenceAt", "SequenceLength"})
@@ -56,6 +59,10 @@ class Member:
     values: list[str]  # every value its nodes make (top level), in node order
     labels: list[str]  # each node's label (as the report names it)
     shape: bytes = b""  # the part of its key that names do not change: nodes, wiring, declared types
+    declared: list[tuple[str, onnx.TypeProto]] = field(default_factory=list)  # its values' declared types
+    # The dim names its key read, in the order it numbered them (a template's and a
+    # copy's pair up: see ``_renamed``).
+    symbols: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -250,7 +257,8 @@ class _Keys:
             return self.inferred[x]
         return tp
 
-    def _input(self, x: str, comp: set[int], known: Mapping[str, onnx.TypeProto] | None) -> bytes | None:
+    def _input(self, x: str, comp: set[int], known: Mapping[str, onnx.TypeProto] | None,
+               symbols: dict[str, str]) -> bytes | None:
         """What the key holds of an input ``x``: its value (a constant) or its type (only its
         element type while ``known`` is None: the first, structural key); None: the
         component cannot be lowered apart."""
@@ -271,17 +279,23 @@ class _Keys:
         if known is None:
             return b"t" + (bytes(str(tp.tensor_type.elem_type), "ascii")
                            if tp is not None and tp.WhichOneof("value") == "tensor_type" else b"?")
-        return b"t" + (tp.SerializeToString(deterministic=True) if tp is not None else b"?")
+        return b"t" + (_numbered(tp, symbols) if tp is not None else b"?")
 
     def key(self, m: Member, known: Mapping[str, onnx.TypeProto] | None = None) -> bytes | None:
-        """The member's key; see ``_input`` for ``known``."""
+        """The member's key; see ``_input`` for ``known``. With ``known``, the dim names of
+        what it reads and declares are numbered in the order they come (a layer's input
+        named ``unk__7`` where the last one's was ``unk__5`` is the same): ``m.symbols``."""
         inside = set(m.nodes)
         described = [m.shape]
+        symbols: dict[str, str] = {}
         for x in m.inputs:
-            d = self._input(x, inside, known)
+            d = self._input(x, inside, known, symbols)
             if d is None:
                 return None
             described.append(d)
+        if known is not None:
+            described.extend(b"v" + token.encode() + _numbered(tp, symbols) for token, tp in m.declared)
+            m.symbols = list(symbols)
         for o in m.outputs:
             tp = self._type(o)
             if tp is None or tp.WhichOneof("value") != "tensor_type":
@@ -336,9 +350,46 @@ class _Keys:
         outputs = [o for o in values if self.read_count[o] > reads_inside[o]]
         shape = [repr(parts).encode()]
         shape.extend(local[o].encode() for o in outputs)
-        shape.extend(b"v" + local[o].encode() + self.declared[o].SerializeToString(deterministic=True)
-                     for o in values if o in self.declared)
-        return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape))
+        declared = [(local[o], self.declared[o]) for o in values if o in self.declared]
+        numbered: dict[str, str] = {}
+        shape.extend(b"v" + token.encode() + _numbered(tp, numbered) for token, tp in declared)
+        return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape), declared)
+
+
+def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
+    tp = innermost_type(tp)
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return []
+    return list(tp.tensor_type.shape.dim)
+
+
+def _numbered(tp: onnx.TypeProto, symbols: dict[str, str]) -> bytes:
+    """``tp`` serialized with each dim name replaced by its number in ``symbols`` (new
+    names numbered as they come). A name onnx made up (``unk__k``) is numbered apart from
+    the model's own: the lowering takes the one for unknown and the other for a dim."""
+    if not any(d.dim_param for d in _dims(tp)):
+        return tp.SerializeToString(deterministic=True)
+    c = onnx.TypeProto()
+    c.CopyFrom(tp)
+    for d in _dims(c):
+        if d.dim_param:
+            kind = "u" if _GENERATED.fullmatch(d.dim_param) else "n"
+            d.dim_param = symbols.setdefault(d.dim_param, f"\0{kind}{len(symbols)}")
+    return c.SerializeToString(deterministic=True)
+
+
+def _renamed(tp: onnx.TypeProto, names: Mapping[str, str], suffix: str) -> onnx.TypeProto:
+    """A template's type as a copy declares it: the template's dim names as the copy's
+    (``names``), and a name the template's lowering made up (``unk__k``) made the copy's
+    own with ``suffix``: one name in two copies would say the two dims are equal."""
+    if not any(d.dim_param for d in _dims(tp)):
+        return tp
+    c = onnx.TypeProto()
+    c.CopyFrom(tp)
+    for d in _dims(c):
+        if d.dim_param:
+            d.dim_param = names.get(d.dim_param, d.dim_param + suffix)
+    return c
 
 
 def _static(tp: onnx.TypeProto) -> bool:
@@ -398,10 +449,12 @@ class Plan:
         self._budget[k] -= 1
         return True
 
-    def learn(self, m: Member, lowered: onnx.ModelProto) -> None:
-        """``m`` is a copy of ``lowered``: what it makes has the types ``lowered`` declares."""
+    def learn(self, m: Member, group: Group, lowered: onnx.ModelProto) -> None:
+        """``m``, the last of ``group``'s members, is a copy of ``lowered``: what it makes
+        has the types ``lowered`` declares, in its own dim names."""
+        names, suffix = _symbol_names(group, len(group.members) - 1)
         for o, v in zip(m.outputs, lowered.graph.output):
-            self.known[o] = v.type
+            self.known[o] = _renamed(v.type, names, suffix)
 
 
 def fits(m: Member, lowered: onnx.ModelProto) -> bool:
@@ -492,13 +545,16 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
             out.nodes.append(c)
         out.first.append(m.nodes[0])
         out.counts.append(len(lg.node))
+        dims, suffix = _symbol_names(group, j)
         for v in infos:
             c = onnx.ValueInfoProto()
             c.CopyFrom(v)
             c.name = names[v.name]
+            if dims or suffix:
+                c.type.CopyFrom(_renamed(v.type, dims, suffix))
             out.value_info.append(c)
         for o, mo in zip(rep.outputs, m.outputs):
-            out.outputs[mo] = out_types[o]
+            out.outputs[mo] = _renamed(out_types[o], dims, suffix)
         relabel = {lab: m.labels[k] for lab, k in label_of.items()}
         for r in rewrites:
             e = dict(r)
@@ -512,6 +568,15 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
                 note = note.replace(a, b)
             out.notes.append(note)
     return out
+
+
+def _symbol_names(group: Group, j: int) -> tuple[dict[str, str], str]:
+    """How member ``j``'s copy names the template's dims: its own names for those the keys
+    paired, and a suffix for the others (none for the template itself)."""
+    if j == 0:
+        return {}, ""
+    rep, m = group.members[0], group.members[j]
+    return dict(zip(rep.symbols, m.symbols)), f"_{j}"
 
 
 def _free(name: str, taken: set[str]) -> str:

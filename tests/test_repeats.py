@@ -314,26 +314,63 @@ def test_a_template_that_fails_leaves_its_group_in_the_region(monkeypatch):
     _equivalent(m, low)
 
 
-def test_equal_blocks_with_untouched_nodes_between_them_are_lowered_once(monkeypatch):
-    """Six webs, each fed by a ReduceSum and an Add of the one before: one template, six
-    copies, spliced back around the untouched nodes in their order. (The model declares
-    the Adds' shapes: inference alone names each block's columns apart, unk__k, and the
-    keys then differ.)"""
+@pytest.mark.parametrize("declared", [True, False])
+def test_equal_blocks_with_untouched_nodes_between_them_are_lowered_once(monkeypatch, declared):
+    """Nine webs, each fed by a ReduceSum and an Add of the one before, spliced back around
+    the untouched nodes in their order. Declared [3, 6], one template serves all nine.
+    Undeclared, inference names each Add's columns apart (unk__k): the keys number dim
+    names as they come, so blocks 1-8 share a template (block 0 reads x[3, 6], its own),
+    and each copy declares its own dim names."""
     nodes, prev = [], "x"
-    for b in range(6):
+    for b in range(9):
         nodes += [helper.make_node("SplitToSequence", [prev, "halves"], [f"s{b}"], axis=1),
                   helper.make_node("SequenceAt", [f"s{b}", "last"], [f"h{b}"]),
                   helper.make_node("ConcatFromSequence", [f"s{b}"], [f"c{b}"], axis=1),
                   helper.make_node("ReduceSum", [f"h{b}", "one"], [f"r{b}"], keepdims=1, name=f"sum{b}"),
                   helper.make_node("Add", [f"c{b}", f"r{b}"], [f"y{b}"], name=f"add{b}")]
         prev = f"y{b}"
-    m = model(nodes, [t("x", FLOAT, [3, 6])], [t("y5", FLOAT, [3, 6])],
+    m = model(nodes, [t("x", FLOAT, [3, 6])], [t("y8", FLOAT, [3, 6])],
               initializer=[const("halves", np.array([2, 4], np.int64)), const("last", np.array(-1, np.int64)),
                            const("one", np.array([1], np.int64))])
-    m.graph.value_info.extend(t(f"y{b}", FLOAT, [3, 6]) for b in range(5))
+    if declared:
+        m.graph.value_info.extend(t(f"y{b}", FLOAT, [3, 6]) for b in range(8))
     low, report, subs = _lower(m, monkeypatch)
-    assert subs == [3]  # one template of three nodes; nothing else went through the pipeline
-    assert len(report.rewrites) == 18
+    # Templates of three nodes; nothing else went through the pipeline.
+    assert subs == ([3] if declared else [3, 3])
+    assert len(report.rewrites) == 27
     assert [n.name for n in low.graph.node if n.name.startswith(("sum", "add"))] == \
-        [f"{op}{b}" for b in range(6) for op in ("sum", "add")]
+        [f"{op}{b}" for b in range(9) for op in ("sum", "add")]
+    # No made-up dim name is declared on the values of two blocks.
+    owners: dict[str, set[str]] = {}
+    for v in (*low.graph.value_info, *low.graph.output):
+        for d in v.type.tensor_type.shape.dim:
+            if d.dim_param:
+                owners.setdefault(d.dim_param, set()).add(v.name.split("_")[0])
+    assert all(len(o) == 1 for o in owners.values()), owners
     _equivalent(m, low)
+
+
+def test_dim_names_are_numbered_in_keys_and_each_copy_declares_its_own():
+    """The keys number dim names as they come, onnx's made-up ones (unk__k) apart from the
+    model's; a copy's types take its own names for the paired ones and a suffix for names
+    the template's lowering made up."""
+    from seqlower.repeats import Group, Member, _numbered, _renamed, _symbol_names
+
+    def tp(*dims):
+        return onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, list(dims))
+
+    def numbered(*types):
+        symbols: dict[str, str] = {}
+        return [_numbered(x, symbols) for x in types], list(symbols)
+
+    a, names_a = numbered(tp(3, "unk__5"), tp("unk__5", "unk__6"))
+    b, names_b = numbered(tp(3, "unk__9"), tp("unk__9", "unk__2"))
+    assert a == b and names_a == ["unk__5", "unk__6"] and names_b == ["unk__9", "unk__2"]
+    assert numbered(tp(3, "unk__9"), tp("unk__2", "unk__2"))[0] != a  # another pattern
+    assert numbered(tp(3, "cols"), tp("cols", "unk__6"))[0] != a  # the model's name is not a made-up one
+    rep, m = Member([0], [], [], [], [], symbols=names_a), Member([1], [], [], [], [], symbols=names_b)
+    group = Group(b"k", [rep, m])
+    assert _symbol_names(group, 0) == ({}, "")
+    names, suffix = _symbol_names(group, 1)
+    got = _renamed(tp("unk__6", "unk__40", 2), names, suffix)
+    assert [d.dim_param or d.dim_value for d in got.tensor_type.shape.dim] == ["unk__2", "unk__40_1", 2]
