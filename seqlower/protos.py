@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "own_names",
+__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "own_names", "reads_and_names",
            "utf8_nodes", "value_infos"]
 
 
@@ -137,6 +137,32 @@ def own_names(graphs: Iterable[onnx.GraphProto]) -> list[str]:
             if n.attribute:
                 stack.extend(subgraphs_of(n))
     return names
+
+
+def reads_and_names(node: onnx.NodeProto) -> tuple[set[str], set[str]]:
+    """``outer_reads(node)`` and the names its subgraphs define (``own_names``), in one
+    walk of its subgraphs."""
+    names = {x for x in node.input if x}
+    own: set[str] = set()
+    if not node.attribute:
+        return names, own
+    for sub in subgraphs_of(node):
+        defined = {v.name for v in sub.input}
+        defined.update(t.name for t in sub.initializer)
+        nodes = list(sub.node)
+        for n in nodes:
+            defined.update(n.output)
+        own |= defined
+        for n in nodes:
+            if n.attribute and subgraphs_of(n):
+                reads, inner = reads_and_names(n)
+                own |= inner
+            else:
+                reads = n.input
+            names.update(x for x in reads if x not in defined)
+    names.discard("")
+    own.discard("")
+    return names, own
 
 
 def outer_reads(node: onnx.NodeProto) -> set[str]:

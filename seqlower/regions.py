@@ -30,7 +30,7 @@ from onnx import helper
 
 from seqlower import ops
 from seqlower.inference import infer_shapes
-from seqlower.protos import outer_reads, own_names, subgraphs_of
+from seqlower.protos import outer_reads, own_names, reads_and_names, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
 __all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "topological", "RESERVED_NAMES_KEY"]
@@ -174,6 +174,7 @@ class Found:
     reads: list[list[str] | set[str]]  # what each node reads, its subgraphs' outer reads included
     outer: dict[int, set[str]]  # nodes with subgraphs: every name they read
     region: set[int]
+    inner: dict[int, set[str]] = field(default_factory=dict)  # nodes with subgraphs: the names they define
     _index: _Index | None = None
 
     @property
@@ -202,7 +203,7 @@ class _Index:
                     self.readers.setdefault(x, []).append(i)
         for x in self.readers.values():
             x.sort()
-        self.inner = {i: _inner_names(found.nodes[i]) for i in found.outer}
+        self.inner = {i: found.inner[i] if i in found.inner else _inner_names(found.nodes[i]) for i in found.outer}
         self.graph_inputs = [v.name for v in g.input]
         self.graph_outputs = {v.name for v in g.output}
         self.init_names = [t.name for t in g.initializer]
@@ -242,10 +243,11 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
     outs = [n.output[:] for n in nodes]
     region: set[int] = set()
     outer: dict[int, set[str]] = {}
+    inner: dict[int, set[str]] = {}
     for i, (op, domain, attributed) in enumerate(kinds):
         n = nodes[i]
         if attributed and subgraphs_of(n):
-            outer[i] = outer_reads(n)
+            outer[i], inner[i] = reads_and_names(n)
         if op in relevant and domain in _DEFAULT or domain == "ai.onnx.ml" and op in _ML_OPS:
             region.add(i)
         elif op == "Loop" and _string_scans(n):
@@ -265,7 +267,7 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
                 region.add(i)
                 grown.update(o for o in outs[i] if o)
         frontier = grown
-    return Found(model, nodes, kinds, outs, reads, outer, region)
+    return Found(model, nodes, kinds, outs, reads, outer, region, inner)
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),

@@ -55,3 +55,31 @@ def test_bytes_fields_are_not_text():
     node = helper.make_node("Constant", [], ["c"], value=value)
     node.attribute.add(name="tag", type=onnx.AttributeProto.STRING, s=b"\xff\xfe")
     assert utf8_nodes([node])
+
+
+def test_reads_and_names_is_outer_reads_and_own_names_in_one_walk():
+    """On every node with subgraphs in the exported fixtures (Loops, Ifs, SequenceMaps,
+    nested), and on a Loop whose body holds an If reading the Loop's outer names."""
+    import glob
+    import os
+
+    from seqlower.protos import outer_reads, own_names, reads_and_names, subgraphs_of
+    from tests.helpers import FLOAT, t
+
+    then = onnx.helper.make_graph([onnx.helper.make_node("Add", ["a", "outer"], ["r"])], "then", [],
+                                  [t("r", FLOAT, [2])])
+    other = onnx.helper.make_graph([onnx.helper.make_node("Neg", ["a"], ["q"])], "else", [], [t("q", FLOAT, [2])])
+    body = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["v"], ["a"]), onnx.helper.make_node("If", ["c"], ["o"], then_branch=then,
+                                                                                else_branch=other)],
+        "body", [t("i", onnx.TensorProto.INT64, []), t("c", onnx.TensorProto.BOOL, []), t("v", FLOAT, [2])],
+        [t("c", onnx.TensorProto.BOOL, []), t("o", FLOAT, [2])])
+    nodes = [onnx.helper.make_node("Loop", ["n", "cond", "v0"], ["vn"], body=body)]
+    for path in glob.glob(os.path.join(os.path.dirname(__file__), "data", "**", "*.onnx"), recursive=True):
+        nodes.extend(n for n in onnx.load(path, load_external_data=False).graph.node if subgraphs_of(n))
+    assert len(nodes) > 20
+    for n in nodes:
+        reads, names = reads_and_names(n)
+        assert reads == outer_reads(n)
+        assert names == set(own_names(subgraphs_of(n))) - {""}
+    assert reads_and_names(nodes[0]) == ({"n", "cond", "v0", "outer"}, {"i", "c", "v", "a", "o", "r", "q"})
