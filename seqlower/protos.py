@@ -168,21 +168,9 @@ def reads_and_names(node: onnx.NodeProto) -> tuple[set[str], set[str]]:
 def outer_reads(node: onnx.NodeProto) -> set[str]:
     """The names a node reads: its inputs and, through its subgraphs, every outer name
     they use."""
-    names = {x for x in node.input if x}
     if not node.attribute:
-        return names
-    for sub in subgraphs_of(node):
-        defined = {v.name for v in sub.input}
-        defined.update(t.name for t in sub.initializer)
-        nodes = list(sub.node)
-        for n in nodes:
-            defined.update(n.output)
-        for n in nodes:
-            # (a node without attributes, most of a body, read in place: a call and two
-            # sets less each)
-            names.update(x for x in (outer_reads(n) if n.attribute else n.input) if x not in defined)
-    names.discard("")
-    return names
+        return {x for x in node.input if x}
+    return reads_and_names(node)[0]
 
 
 _M = TypeVar("_M", bound=Message)
