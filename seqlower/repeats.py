@@ -422,8 +422,10 @@ class Plan:
                 by_key.setdefault(k, []).append(m)
         for k, ms in by_key.items():
             if len(ms) >= MIN_MEMBERS:
-                # At most one template a few members: equal shapes, unequal types.
-                self._budget[k] = max(1, len(ms) // MIN_MEMBERS)
+                # At most one template a few members (equal shapes, unequal types), and one
+                # more: a stack's first block often reads what no other does (the model's
+                # input, static where the rest read an inferred dim).
+                self._budget[k] = len(ms) // MIN_MEMBERS + 1
                 for m in ms:
                     self._shape_of[id(m)] = k
                 self.candidates.extend(ms)
