@@ -94,3 +94,52 @@ def test_generated_programs_repeated_lower_and_match(data):
     repeated = _repeated(m, repeats.MIN_MEMBERS)
     assume(repeated is not None)
     lower_checked(repeated, inputs=[feeds])
+
+
+def _chained(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
+    """``_repeated``, each copy after the first reading its first float input through
+    ``x + 0 * ReduceSum(an output of the copy before)``: untouched nodes between the
+    copies' webs (the region is put back around them, ``seqlower.regions.splice``), the
+    same numbers. None: no float input, or no float output to chain through."""
+    out = _repeated(m, copies)
+    if out is None:
+        return None
+    floats = (onnx.TensorProto.FLOAT,)
+    first = next((v.name for v in m.graph.input if v.type.tensor_type.elem_type in floats
+                  and v.name not in {t.name for t in m.graph.initializer}), None)
+    made = next((o.name for o in m.graph.output if o.type.tensor_type.elem_type in floats), None)
+    if first is None or made is None:
+        return None
+    og = out.graph
+    nodes = list(og.node)
+    del og.node[:]
+    for j in range(copies):
+        prefix = f"c{j}_"
+        mine = [n for n in nodes if any(o.startswith(prefix) for o in n.output)]
+        if j > 0:
+            fed = f"{prefix}{first}_fed"
+            before = f"c{j - 1}_{made}"
+            og.node.extend([
+                onnx.helper.make_node("ReduceSum", [before], [f"{fed}_sum"], keepdims=0),
+                onnx.helper.make_node("Mul", [f"{fed}_sum", "chain_zero"], [f"{fed}_zero"]),
+                onnx.helper.make_node("Add", [first, f"{fed}_zero"], [fed])])
+            for n in mine:
+                n.input[:] = [fed if x == first else x for x in n.input]
+                for sub in (a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH):
+                    for inner in sub.node:
+                        inner.input[:] = [fed if x == first else x for x in inner.input]
+        og.node.extend(mine)
+    og.initializer.append(onnx.helper.make_tensor("chain_zero", onnx.TensorProto.FLOAT, [], [0.0]))
+    return out
+
+
+@settings(max_examples=EXAMPLES // 5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_generated_programs_chained_through_untouched_nodes_lower_and_match(data):
+    """Four copies of one program, each fed by the one before through nodes the lowering
+    does not touch: the region is spliced around them, repeats apply where keys agree,
+    and every copy computes what the program does."""
+    m, feeds = generate(_drawer(data))
+    chained = _chained(m, repeats.MIN_MEMBERS)
+    assume(chained is not None)
+    lower_checked(chained, inputs=[feeds])
