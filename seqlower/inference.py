@@ -45,10 +45,7 @@ def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mod
     the tens of thousands of typed graph inputs the skeleton has for them, whose dims are
     the weights' own). ``main_nodes``: the main graph's nodes that may have attributes
     (subgraphs), by index, when the others are known to have none."""
-    if data_prop and _huge_dim(dims_from if dims_from is not None else proto):
-        # onnx's data propagation through a Loop whose trip count it computes from such a
-        # dim allocates without bound (a mutated dim of 2**31: 6 GB, then bad_alloc).
-        data_prop = False
+    data_prop = _safe_data_prop(data_prop, dims_from if dims_from is not None else proto)
     if window is None:
         if not _is_windowed(proto, main_nodes):
             return onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
@@ -66,8 +63,7 @@ def infer_types(proto: onnx.ModelProto, *, check_type: bool = False, strict_mode
                 ) -> Sequence[onnx.ValueInfoProto] | dict[str, onnx.TypeProto]:
     """What ``infer_shapes`` finds of the main graph's values (its value infos and outputs),
     without the typed model: windows then skip putting the graph back together."""
-    if data_prop and _huge_dim(dims_from if dims_from is not None else proto):
-        data_prop = False
+    data_prop = _safe_data_prop(data_prop, dims_from if dims_from is not None else proto)
     if not _is_windowed(proto, main_nodes):
         g = onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
                                               data_prop=data_prop).graph
@@ -76,6 +72,12 @@ def infer_types(proto: onnx.ModelProto, *, check_type: bool = False, strict_mode
                                      data_prop=data_prop)
     found.update((name, v.type) for name, v in outputs.items())
     return found
+
+
+def _safe_data_prop(data_prop: bool, dims_from: onnx.ModelProto) -> bool:
+    # onnx's data propagation through a Loop whose trip count it computes from a huge dim
+    # allocates without bound (a mutated dim of 2**31: 6 GB, then bad_alloc).
+    return data_prop and not _huge_dim(dims_from)
 
 
 def _is_windowed(proto: onnx.ModelProto, main_nodes: Sequence[int] | None) -> bool:

@@ -348,8 +348,8 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
     def __iter__(self) -> Iterator[str]:
         if self._index is None:
             self._index = {v.name: v for v in self._values}
-        names = [*self._types, *(x for x in self._index if x not in self._types)]
-        return (x for x in names if x in self)
+        # (one of the two is empty: ``found`` keeps what it was given)
+        return (x for x in [*self._types, *self._index] if x in self)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

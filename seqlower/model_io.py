@@ -40,7 +40,7 @@ from seqlower.model_check import (
     weightless_proto,
 )
 from seqlower.protos import data_bytes, innermost_type, iter_tensor_protos
-from seqlower.weights import Held, Weights, hold_weights, is_stub
+from seqlower.weights import Weights, hold_weights, is_stub
 
 __all__ = [
     "ModelSource",
@@ -86,11 +86,16 @@ def _mapped(path: Path) -> bytes | mmap.mmap:
 
 
 def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: str, *,
-                         main_initializers: bool = True, main_nodes: list[int] | None = None) -> None:
+                         main_initializers: bool = True, main_nodes: list[int] | None = None,
+                         ) -> list[onnx.TensorProto]:
+    """Refuse external data that is missing, truncated or outside the model's folder.
+    Returns the external tensors but the main graph's initializers (``_load_node_tensors``)."""
     base_real = os.path.realpath(base_dir) if base_dir is not None else None
-    for tensor in iter_tensor_protos(proto, main_initializers=main_initializers, main_nodes=main_nodes):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL or is_stub(tensor):
-            continue
+    others = [t for t in iter_tensor_protos(proto, main_initializers=False, main_nodes=main_nodes)
+              if t.data_location == onnx.TensorProto.EXTERNAL and not is_stub(t)]
+    main = [t for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+            and not is_stub(t)] if main_initializers else []
+    for tensor in (*main, *others):
         info = {e.key: e.value for e in tensor.external_data}
         location = info.get("location", "")
         where = f"{label}: tensor {tensor.name!r}"
@@ -124,6 +129,7 @@ def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: st
                 f"{where}: external data file {location!r} is truncated "
                 f"(the tensor needs bytes {offset}..{offset + need}, file has {size})"
             )
+    return others
 
 
 def read_model_proto(
@@ -196,8 +202,10 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
         raise ModelError(f"{label}: not an ONNX model (no IR version)")
     # Held weights were read inline from the file (none of the main graph's initializers
     # is external there, or nothing is held).
-    _check_external_data(proto, base_dir, label, main_initializers=held is None,
-                         main_nodes=held.external if held is not None else None)
+    external = _check_external_data(proto, base_dir, label, main_initializers=held is None,
+                                    main_nodes=held.external if held is not None else None)
+    if external and not load_external_data:
+        _load_node_tensors(external, base_dir, label)
     if check:
         # The checks read no weights: they run on the skeleton (big weights as typed inputs).
         skel = held.skeleton if held is not None else skeleton(proto)
@@ -210,28 +218,27 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
         check_structure(proto, label, held)
         check_types(skel, label, types, dims_from=proto if held is not None else None,
                     main_nodes=held.attributed if held is not None else None)
-    if base_dir is not None:
+    if load_external_data and base_dir is not None:
         try:
-            if load_external_data:
-                onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
-            else:
-                _load_node_tensors(proto, base_dir, held)
+            onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
         except (OSError, ValueError) as e:
             raise ModelError(f"{label}: cannot load external data ({e})") from None
     return proto, held.weights if held is not None else None
 
 
-def _load_node_tensors(proto: onnx.ModelProto, base_dir: str, held: Held | None) -> None:
-    """Read in the external data of every tensor but the main graph's initializers (a
-    Constant's value, a subgraph's initializer, which exporters keep inline and onnx
-    externalizes when asked to): the writers externalize initializers only, and a
-    reference left in the output would name a file beside the input."""
-    main_nodes = held.external if held is not None else None
-    for tensor in iter_tensor_protos(proto, main_initializers=False, main_nodes=main_nodes):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL and not is_stub(tensor):
+def _load_node_tensors(tensors: list[onnx.TensorProto], base_dir: str | None, label: str) -> None:
+    """Read in the external data of ``tensors``, every external one but the main graph's
+    initializers (a Constant's value, a subgraph's initializer, which exporters keep inline
+    and onnx externalizes when asked to): the writers externalize initializers only, and
+    a reference left in the output would name a file beside the input. (Before the checks
+    run, which may sort the nodes and so copy them.)"""
+    try:
+        for tensor in tensors:
             onnx.external_data_helper.load_external_data_for_tensor(tensor, base_dir)
             tensor.data_location = onnx.TensorProto.DEFAULT
             del tensor.external_data[:]
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{label}: cannot load external data ({e})") from None
 
 
 def load_model(source: ModelSource | ir.Model, *, check: bool = True) -> ir.Model:

@@ -11,8 +11,8 @@ from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "innermost_type", "iter_tensor_protos", "own_names", "reads_and_names",
-           "utf8_nodes", "value_infos"]
+__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "encode_varint", "innermost_type", "iter_tensor_protos",
+           "own_names", "reads_and_names", "utf8_nodes", "value_infos"]
 
 
 def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True,
@@ -193,6 +193,21 @@ def copy_fields(dst: _M, src: Message, skip: Iterable[str] = ()) -> _M:
     return dst
 
 
+_ONE_BYTE = [bytes((b,)) for b in range(0x80)]
+
+
+def encode_varint(value: int) -> bytes:
+    """A protobuf varint."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 _STRICT_GRAPH: type | None = None
 
 
@@ -230,12 +245,7 @@ def utf8_nodes(nodes: Iterable[onnx.NodeProto]) -> bool:
     parts = []
     for n in nodes:
         data = n.SerializeToString()
-        size, head = len(data), bytearray(b"\x0a")  # GraphProto.node: field 1, length-delimited
-        while size >= 0x80:
-            head.append(size & 0x7F | 0x80)
-            size >>= 7
-        head.append(size)
-        parts += (bytes(head), data)
+        parts += (b"\x0a" + encode_varint(len(data)), data)  # GraphProto.node: field 1, length-delimited
     try:
         _strict_graph().FromString(b"".join(parts))
     except DecodeError:

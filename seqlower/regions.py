@@ -203,7 +203,7 @@ class _Index:
                     self.readers.setdefault(x, []).append(i)
         for x in self.readers.values():
             x.sort()
-        self.inner = {i: found.inner[i] if i in found.inner else _inner_names(found.nodes[i]) for i in found.outer}
+        self.inner = found.inner
         self.graph_inputs = [v.name for v in g.input]
         self.graph_outputs = {v.name for v in g.output}
         self.init_names = [t.name for t in g.initializer]

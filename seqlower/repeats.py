@@ -32,7 +32,7 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.protos import innermost_type, outer_reads, own_names, subgraphs_of
+from seqlower.protos import innermost_type, own_names, subgraphs_of
 from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type,
                               _small_constant, topological)
 from seqlower.weights import Weights, is_stub
@@ -206,10 +206,7 @@ class _Keys:
         self.weights = weights
         g = found.model.graph
         # As ``regions.build`` types a sub-model's boundary: declared, else inferred.
-        self.types: dict[str, onnx.TypeProto] = {}
-        for v in (*g.input, *g.value_info, *g.output):
-            if v.type.WhichOneof("value") is not None:
-                self.types.setdefault(v.name, v.type)
+        self.types = found.index.types
         self.inferred = inferred or {}
         self.initializers = {t.name: k for k, t in enumerate(g.initializer)}
         self.declared = {v.name: v.type for v in g.value_info}
@@ -327,7 +324,7 @@ class _Keys:
             op, domain, attributed = found.kinds[i]
             ins = [token(x) for x in n.input]
             if i in found.outer:
-                if not self.declared.keys().isdisjoint(found.index.inner[i]):
+                if not self.declared.keys().isdisjoint(found.inner[i]):
                     return None  # the model types a subgraph's own value: names the key does not hold
                 canonical = _canonical(n)
                 if canonical is None:

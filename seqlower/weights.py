@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from seqlower.protos import ELEMENT_BYTES
+from seqlower.protos import ELEMENT_BYTES, encode_varint
 
 __all__ = ["HELD_BYTES", "PLACEHOLDER", "Held", "Weights", "hold_weights", "is_stub"]
 
@@ -57,20 +57,6 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
         if b < 0x80:
             return value, i
         shift += 7
-
-
-def _encode_varint(value: int) -> bytes:
-    if value < 0x80:
-        return _BYTES[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_BYTES = [bytes([b]) for b in range(0x80)]
 
 
 def _fields(buf: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]:
@@ -113,11 +99,11 @@ def _fields(buf: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]
 
 def _entry(number: int, payload: bytes) -> bytes:
     n = len(payload)
-    return _BYTES[number << 3 | _LEN] + (_BYTES[n] if n < 0x80 else _encode_varint(n)) + payload
+    return encode_varint(number << 3 | _LEN) + encode_varint(n) + payload
 
 
 def _varint_field(number: int, value: int) -> bytes:
-    return _encode_varint(number << 3) + _encode_varint(value)
+    return encode_varint(number << 3) + encode_varint(value)
 
 
 def is_stub(tensor: onnx.TensorProto) -> bool:
@@ -218,7 +204,7 @@ class Weights:
         if any(raw.find(mark, a, b) >= 0 for a, b in kept):
             raise AssertionError("a held weight's stub lost its place in the graph (internal error)")
         size = sum(len(p) for p in pieces)
-        return [out[:g_entry], _encode_varint(_GRAPH << 3 | _LEN) + _encode_varint(size), *pieces, out[g_end:]]
+        return [out[:g_entry], encode_varint(_GRAPH << 3 | _LEN) + encode_varint(size), *pieces, out[g_end:]]
 
 
 @dataclass

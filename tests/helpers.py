@@ -222,3 +222,21 @@ def growing_loop_model(while_loop: bool = False, dependent: bool = False) -> onn
                      const("f0", np.zeros(0, np.float32)), const("r0", np.zeros((0, 1), np.int64)),
                      const("extra_row", np.array([[7]], np.int64))],
     )
+
+
+def stacked_webs(blocks: int, rows: int | str = 3) -> onnx.ModelProto:
+    """``blocks`` webs on x[rows, 6], each split into columns [2, 4], its last part taken
+    and the parts joined again, then an untouched ReduceSum (``sum{b}``) of the last part
+    added to the joined columns (``add{b}``), which feeds the next web: a layer stack with
+    tensor ops between the layers."""
+    nodes, prev = [], "x"
+    for b in range(blocks):
+        nodes += [helper.make_node("SplitToSequence", [prev, "halves"], [f"s{b}"], axis=1),
+                  helper.make_node("SequenceAt", [f"s{b}", "last"], [f"h{b}"]),
+                  helper.make_node("ConcatFromSequence", [f"s{b}"], [f"c{b}"], axis=1),
+                  helper.make_node("ReduceSum", [f"h{b}", "one"], [f"r{b}"], keepdims=1, name=f"sum{b}"),
+                  helper.make_node("Add", [f"c{b}", f"r{b}"], [f"y{b}"], name=f"add{b}")]
+        prev = f"y{b}"
+    return model(nodes, [t("x", FLOAT, [rows, 6])], [t(prev, FLOAT, [rows, 6])],
+                 initializer=[const("halves", np.array([2, 4], np.int64)), const("last", np.array(-1, np.int64)),
+                              const("one", np.array([1], np.int64))])

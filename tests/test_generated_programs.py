@@ -124,10 +124,7 @@ def _chained(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
                 onnx.helper.make_node("Mul", [f"{fed}_sum", "chain_zero"], [f"{fed}_zero"]),
                 onnx.helper.make_node("Add", [first, f"{fed}_zero"], [fed])])
             for n in mine:
-                n.input[:] = [fed if x == first else x for x in n.input]
-                for sub in (a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH):
-                    for inner in sub.node:
-                        inner.input[:] = [fed if x == first else x for x in inner.input]
+                repeats._rename(n, {first: fed}, all_names=False)  # (its subgraphs' reads too)
         og.node.extend(mine)
     og.initializer.append(onnx.helper.make_tensor("chain_zero", onnx.TensorProto.FLOAT, [], [0.0]))
     return out

@@ -13,7 +13,7 @@ from seqlower.executor.verify import verify
 from seqlower.inventory import take_inventory
 from seqlower.pipeline import lower_proto_with_report
 from seqlower.regions import cut
-from tests.helpers import FLOAT, const, model, seq, t
+from tests.helpers import FLOAT, const, model, seq, stacked_webs, t
 
 
 def _residual(blocks: int, middle: list[onnx.NodeProto], inits: list[onnx.TensorProto], dim: int = 6) -> onnx.ModelProto:
@@ -163,17 +163,7 @@ def test_blocks_with_untouched_nodes_between_them_are_spliced_where_they_were():
     """Three webs, each fed by a ReduceSum of the one before (a layer stack with a tensor
     op between the layers): the region is spliced back around the untouched nodes, which
     come out as they went in, in their order."""
-    nodes, prev = [], "x"
-    for b in range(3):
-        nodes += [helper.make_node("SplitToSequence", [prev, "halves"], [f"s{b}"], axis=1),
-                  helper.make_node("SequenceAt", [f"s{b}", "last"], [f"h{b}"]),
-                  helper.make_node("ConcatFromSequence", [f"s{b}"], [f"c{b}"], axis=1),
-                  helper.make_node("ReduceSum", [f"h{b}", "one"], [f"r{b}"], keepdims=1, name=f"sum{b}"),
-                  helper.make_node("Add", [f"c{b}", f"r{b}"], [f"y{b}"], name=f"add{b}")]
-        prev = f"y{b}"
-    m = model(nodes, [t("x", FLOAT, ["batch", 6])], [t("y2", FLOAT, ["batch", 6])],
-              initializer=[const("halves", np.array([2, 4], np.int64)), const("last", np.array(-1, np.int64)),
-                           const("one", np.array([1], np.int64))])
+    m = stacked_webs(3, "batch")
     low, report = _lower(m)
     assert report.tensor_only and len(report.rewrites) >= 6
     kept = [n.name for n in low.graph.node if n.name.startswith(("sum", "add"))]

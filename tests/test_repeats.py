@@ -16,7 +16,7 @@ from seqlower.executor.verify import verify
 from seqlower.inventory import take_inventory
 from seqlower.model_check import InferredTypes, check_types
 from seqlower.regions import find
-from tests.helpers import FLOAT, const, lower_checked, model, t
+from tests.helpers import FLOAT, const, lower_checked, model, stacked_webs, t
 
 ROWS, DIM = 16, 6
 
@@ -321,17 +321,7 @@ def test_equal_blocks_with_untouched_nodes_between_them_are_lowered_once(monkeyp
     Undeclared, inference names each Add's columns apart (unk__k): the keys number dim
     names as they come, so blocks 1-5 share a template (block 0 reads x[3, 6], its own),
     and each copy declares its own dim names."""
-    nodes, prev = [], "x"
-    for b in range(6):
-        nodes += [helper.make_node("SplitToSequence", [prev, "halves"], [f"s{b}"], axis=1),
-                  helper.make_node("SequenceAt", [f"s{b}", "last"], [f"h{b}"]),
-                  helper.make_node("ConcatFromSequence", [f"s{b}"], [f"c{b}"], axis=1),
-                  helper.make_node("ReduceSum", [f"h{b}", "one"], [f"r{b}"], keepdims=1, name=f"sum{b}"),
-                  helper.make_node("Add", [f"c{b}", f"r{b}"], [f"y{b}"], name=f"add{b}")]
-        prev = f"y{b}"
-    m = model(nodes, [t("x", FLOAT, [3, 6])], [t("y5", FLOAT, [3, 6])],
-              initializer=[const("halves", np.array([2, 4], np.int64)), const("last", np.array(-1, np.int64)),
-                           const("one", np.array([1], np.int64))])
+    m = stacked_webs(6)
     if declared:
         m.graph.value_info.extend(t(f"y{b}", FLOAT, [3, 6]) for b in range(5))
     low, report, subs = _lower(m, monkeypatch)
