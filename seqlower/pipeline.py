@@ -17,6 +17,7 @@ import onnx_ir as ir
 
 from seqlower import repeats
 from seqlower.analysis import ANALYSIS_STASH_KEY, Analysis, analyze, node_label
+from seqlower.collector import fewer_collections
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_check import InferredTypes
@@ -373,14 +374,15 @@ def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **k
     model was loaded from, lets small external constants (split sizes, positions) be read
     and folded; without it they are treated as known only at run time.
     """
-    if isinstance(model, onnx.ModelProto):
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        out, _ = lower_proto_with_report(copy, LowerOptions(**kwargs), base_dir=base_dir)
-        return to_proto(out)
-    if base_dir is not None:
-        ir.external_data.set_base_dir(model.graph, base_dir)
-    return lower_with_report(model, LowerOptions(**kwargs))[0]
+    with fewer_collections():
+        if isinstance(model, onnx.ModelProto):
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
+            out, _ = lower_proto_with_report(copy, LowerOptions(**kwargs), base_dir=base_dir)
+            return to_proto(out)
+        if base_dir is not None:
+            ir.external_data.set_base_dir(model.graph, base_dir)
+        return lower_with_report(model, LowerOptions(**kwargs))[0]
 
 
 def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:

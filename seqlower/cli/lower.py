@@ -29,6 +29,7 @@ from seqlower.cli._common import (
     unlink_quietly,
     worst,
 )
+from seqlower.collector import fewer_collections
 from seqlower.errors import ModelWarning, SeqlowerError
 
 # The ops a lowering removes, listed first in the op table, before what replaced them.
@@ -117,7 +118,8 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
     start = time.perf_counter()
     outcome = Outcome(src_name, dst_name)
     try:
-        _lower_one(Path(src_name), dst_name, args, outcome, start)
+        with fewer_collections():
+            _lower_one(Path(src_name), dst_name, args, outcome, start)
     except SeqlowerError as e:
         outcome.code, outcome.reason = EXIT_USAGE, str(e)
     outcome.seconds = time.perf_counter() - start
