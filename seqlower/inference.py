@@ -26,7 +26,7 @@ import onnx
 
 from seqlower.protos import copy_fields, innermost_type, outer_reads, subgraphs_of, value_infos
 
-__all__ = ["infer_shapes", "infer_types", "WINDOW_NODES"]
+__all__ = ["infer_shapes", "infer_types", "is_windowed", "WINDOW_NODES"]
 
 # Main-graph nodes per window, and the work (nodes x nodes with subgraphs) past which
 # the graph is cut into windows: below it one run costs under about a tenth of a second.
@@ -47,7 +47,7 @@ def infer_shapes(proto: onnx.ModelProto, *, check_type: bool = False, strict_mod
     (subgraphs), by index, when the others are known to have none."""
     data_prop = _safe_data_prop(data_prop, dims_from if dims_from is not None else proto)
     if window is None:
-        if not _is_windowed(proto, main_nodes):
+        if not is_windowed(proto, main_nodes):
             return onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
                                                      data_prop=data_prop)
         window = WINDOW_NODES
@@ -64,7 +64,7 @@ def infer_types(proto: onnx.ModelProto, *, check_type: bool = False, strict_mode
     """What ``infer_shapes`` finds of the main graph's values (its value infos and outputs),
     without the typed model: windows then skip putting the graph back together."""
     data_prop = _safe_data_prop(data_prop, dims_from if dims_from is not None else proto)
-    if not _is_windowed(proto, main_nodes):
+    if not is_windowed(proto, main_nodes):
         g = onnx.shape_inference.infer_shapes(proto, check_type=check_type, strict_mode=strict_mode,
                                               data_prop=data_prop).graph
         return [*g.value_info, *g.output]
@@ -80,7 +80,7 @@ def _safe_data_prop(data_prop: bool, dims_from: onnx.ModelProto) -> bool:
     return data_prop and not _huge_dim(dims_from)
 
 
-def _is_windowed(proto: onnx.ModelProto, main_nodes: Sequence[int] | None) -> bool:
+def is_windowed(proto: onnx.ModelProto, main_nodes: Sequence[int] | None) -> bool:
     nodes = proto.graph.node
     if len(nodes) <= WINDOW_NODES:
         return False

@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
-from seqlower.inference import infer_shapes, infer_types
+from seqlower.inference import infer_shapes, infer_types, is_windowed
 from seqlower.irutil import graphs_of
 from seqlower.map_types import restore_map_types
 from seqlower.protos import copy_fields, data_bytes, innermost_type, iter_tensor_protos, outer_reads, utf8_nodes
@@ -308,12 +308,19 @@ def _stored_bytes(t: onnx.TensorProto) -> int:
 
 class InferredTypes(Mapping[str, onnx.TypeProto]):
     """What ``check_types`` found for the main graph's values, read off inference's result
-    when asked: the region cut asks for a few of tens of thousands."""
+    when asked: the region cut asks for a few of tens of thousands.
+
+    On a big model with many subgraphs, ``check_types`` only defers its run here
+    (``pending``): the lowering types a stack of equal blocks from one block's lowering
+    (``seqlower.repeats``) and checks each sub-model it lowers, so the whole model's
+    inference runs only if something asks for a type (``resolve``), and raises then what
+    ``check_types`` would have raised."""
 
     def __init__(self) -> None:
         self._values: Sequence[onnx.ValueInfoProto] = []
         self._index: dict[str, onnx.ValueInfoProto] | None = None
         self._types: dict[str, onnx.TypeProto] = {}
+        self._run: Callable[[], None] | None = None
 
     def found(self, values: Sequence[onnx.ValueInfoProto] | dict[str, onnx.TypeProto]) -> None:
         """What ``seqlower.inference.infer_types`` found."""
@@ -322,11 +329,28 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
         else:
             self._values, self._index, self._types = values, None, {}
 
+    def defer(self, run: Callable[[], None]) -> None:
+        """``run`` infers the types (and calls ``found``) when one is first asked for."""
+        self._run = run
+
+    @property
+    def pending(self) -> bool:
+        return self._run is not None
+
+    def resolve(self) -> None:
+        """Run the deferred inference now (ModelError: the model is invalid)."""
+        run, self._run = self._run, None
+        if run is not None:
+            run()
+
     def release(self) -> None:
         """Let go of inference's result (it holds a typed copy of the whole graph)."""
         self._values, self._index, self._types = [], None, {}
+        self._run = None
 
     def _type(self, name: object) -> onnx.TypeProto | None:
+        if self._run is not None:
+            self.resolve()
         if name in self._types:
             return self._types[name]  # type: ignore[index]
         if self._index is None:
@@ -346,6 +370,8 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
         return tp is not None and tp.WhichOneof("value") is not None
 
     def __iter__(self) -> Iterator[str]:
+        if self._run is not None:
+            self.resolve()
         if self._index is None:
             self._index = {v.name: v for v in self._values}
         # (one of the two is empty: ``found`` keeps what it was given)
@@ -364,21 +390,28 @@ def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypePr
     ``seqlower.inference.infer_shapes``."""
     if proto.ByteSize() > PROTOBUF_LIMIT:
         return  # too big to hand to inference in memory; the passes meet such errors later
-    try:
-        found = infer_types(proto, check_type=True, strict_mode=False, data_prop=types is not None,
-                            dims_from=dims_from, main_nodes=main_nodes)
-        if isinstance(types, InferredTypes):
-            types.found(found)
-        elif types is not None:
-            pairs = found.items() if isinstance(found, dict) else ((v.name, v.type) for v in found)
-            types.update((name, tp) for name, tp in pairs if tp.WhichOneof("value") is not None)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, ValueError) as e:
-        first = _first_line(e)
-        # Only kind errors (a sequence or optional where a tensor goes) and types that do
-        # not exist: an element type a schema does not list (ReverseSequence of bfloat16)
-        # is a schema lag that runtimes accept.
-        if isinstance(e, ValueError) or re.search(r"unsupported type: (seq|optional|map|sparse)", first):
-            raise ModelError(f"{label}: invalid model: {first}") from None
+
+    def run() -> None:
+        try:
+            found = infer_types(proto, check_type=True, strict_mode=False, data_prop=types is not None,
+                                dims_from=dims_from, main_nodes=main_nodes)
+            if isinstance(types, InferredTypes):
+                types.found(found)
+            elif types is not None:
+                pairs = found.items() if isinstance(found, dict) else ((v.name, v.type) for v in found)
+                types.update((name, tp) for name, tp in pairs if tp.WhichOneof("value") is not None)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, ValueError) as e:
+            first = _first_line(e)
+            # Only kind errors (a sequence or optional where a tensor goes) and types that do
+            # not exist: an element type a schema does not list (ReverseSequence of bfloat16)
+            # is a schema lag that runtimes accept.
+            if isinstance(e, ValueError) or re.search(r"unsupported type: (seq|optional|map|sparse)", first):
+                raise ModelError(f"{label}: invalid model: {first}") from None
+
+    if isinstance(types, InferredTypes) and is_windowed(proto, main_nodes):
+        types.defer(run)
+    else:
+        run()
 
 
 _DATA_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}

@@ -20,7 +20,7 @@ from seqlower.analysis import ANALYSIS_STASH_KEY, Analysis, analyze, node_label
 from seqlower.collector import fewer_collections
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
-from seqlower.model_check import InferredTypes
+from seqlower.model_check import InferredTypes, check_types
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
@@ -229,14 +229,20 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     found = None if options.dim_max or loops_traced \
         else find(proto, target.lacks, dict(target.quirks), weights, kinds, nodes)
     region, templates = None, []
+    # The model's inference deferred (``InferredTypes``): each sub-model is checked as it is
+    # lowered, in its place.
+    unchecked = isinstance(inferred, InferredTypes) and inferred.pending
     if found is not None:
-        region, templates = _cut_repeats(found, inferred, weights, label, options)
+        region, templates = _cut_repeats(found, inferred, weights, label, options, unchecked)
     if isinstance(inferred, InferredTypes):
+        unchecked = inferred.pending
         inferred.release()  # the region took its types; the whole model's inference result goes
     if region is not None:
         if region.model.graph.node:
             # What the rest of the region makes must not take a name the copies keep.
             kept_names = {o for group, _, _ in templates for m in group.members for o in m.values}
+            if unchecked:
+                check_types(region.model, label)
             rest, report = _lower_region(region, label, options, region.reserved | kept_names)
         else:
             rest, report = None, LowerReport()
@@ -250,6 +256,9 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             report.gaps = [*report.gaps, *outside]
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
+    if unchecked and isinstance(inferred, InferredTypes):
+        inferred.resolve()  # the checks the reader deferred, on the whole model
+        inferred.release()
     if weights is not None:
         weights.restore(proto)
     model = from_proto(proto, label)
@@ -263,9 +272,11 @@ _Template = tuple[repeats.Group, onnx.ModelProto, LowerReport]
 
 
 def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, weights: Weights | None,
-                 label: str, options: LowerOptions) -> tuple[Region, list[_Template]]:
+                 label: str, options: LowerOptions, check: bool = False) -> tuple[Region, list[_Template]]:
     """The region, with its repeated webs lowered apart (``seqlower.repeats``): each group's
-    template lowered, and the region that is left, whose sub-model leaves the members out."""
+    template lowered, and the region that is left, whose sub-model leaves the members out.
+    ``check``: check each template's types first, as the reader checks a model's
+    (``model_check.check_types``; ModelError: invalid)."""
     plan = repeats.Plan(found, inferred, weights)
     made: dict[bytes, _Template | None] = {}
     for m in plan.candidates:
@@ -277,6 +288,8 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
                 continue
             template = build(found, set(m.nodes), inferred, weights, lowered=plan.known,
                              output_types=plan.output_types(m), weights_typed=True)
+            if check:
+                check_types(template.model, label)  # (not lowered in place: invalid anywhere)
             try:
                 lowered, rep = _lower_region(template, label, options)
             except SeqlowerError as e:
@@ -285,7 +298,8 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
                 made[key] = None
                 continue
             # What stays is reported node by node, and a template copies whole outputs.
-            clean = not (rep.remaining or rep.gaps or rep.kept_loops) and repeats.fits(m, lowered)
+            clean = not (rep.remaining or rep.gaps or rep.kept_loops) and repeats.fits(m, lowered) \
+                and plan.outputs_fit(m, lowered)
             made[key] = (repeats.Group(key), lowered, rep) if clean else None
         got = made[key]
         if got is None:

@@ -4,15 +4,20 @@ the innermost type, a tensor's byte size. Iterative, so deep nesting is no probl
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["ELEMENT_BYTES", "copy_fields", "data_bytes", "encode_varint", "innermost_type", "iter_tensor_protos",
-           "own_names", "reads_and_names", "utf8_nodes", "value_infos"]
+__all__ = ["ELEMENT_BYTES", "GENERATED_DIM", "canonical_subgraphs", "copy_fields", "data_bytes", "encode_varint",
+           "innermost_type", "iter_tensor_protos", "numbered_type", "own_names", "reads_and_names", "shape_dims",
+           "utf8_nodes", "value_infos"]
+
+# How onnx's inference names a dim it cannot infer.
+GENERATED_DIM = re.compile(r"unk__\d+")
 
 
 def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True,
@@ -171,6 +176,104 @@ def outer_reads(node: onnx.NodeProto) -> set[str]:
     if not node.attribute:
         return {x for x in node.input if x}
     return reads_and_names(node)[0]
+
+
+def canonical_subgraphs(node: onnx.NodeProto) -> tuple[bytes, list[str]] | None:
+    """What ``node``'s attributes and subgraphs are without their names, and what the
+    subgraphs read from outside (in the order they first read it), numbered in it. The
+    subgraphs' own names are numbered too, in the order they are made, and graph and node
+    names go: an exporter names each layer's body apart. (A name is its subgraphs' own when
+    any of them makes it: a valid model reads a name only where it is in scope.) None: a
+    subgraph reads a name before it makes it (nodes out of order), which numbering in one
+    walk cannot tell from a name read from outside.
+
+    Read, never written: protobuf's setters cost a copy of the node and a walk to rename."""
+    made: dict[str, str] = {}
+    free: dict[str, str] = {}
+
+    def read(x: str) -> str:
+        if not x:
+            return ""
+        token = made.get(x)
+        if token is None:
+            token = free.get(x)
+            if token is None:
+                token = free[x] = f"\0${len(free)}"
+        return token
+
+    def make(x: str) -> str:
+        if not x:
+            return ""
+        if x in free:
+            raise _ReadBeforeMade
+        token = made[x] = f"\0#{len(made)}"
+        return token
+
+    queue: list[onnx.GraphProto] = []
+
+    def attributes(n: onnx.NodeProto) -> list[Any]:
+        out: list[Any] = []
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out.append((a.name, len(queue)))
+                queue.append(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                out.append((a.name, tuple(range(len(queue), len(queue) + len(a.graphs)))))
+                queue.extend(a.graphs)
+            else:
+                out.append(a.SerializeToString())
+        return out
+
+    parts: list[Any] = [attributes(node)]
+    try:
+        k = 0
+        while k < len(queue):
+            g = queue[k]
+            k += 1
+            parts.append([(make(v.name), v.type.SerializeToString(deterministic=True)) for v in g.input])
+            for t in g.initializer:
+                c = onnx.TensorProto()
+                c.CopyFrom(t)
+                c.name = ""
+                parts.append((make(t.name), c.SerializeToString(deterministic=True)))
+            parts.append([g.SerializeToString()] if g.sparse_initializer else [])
+            for m in g.node:
+                ins = tuple(read(x) for x in m.input)
+                parts.append((m.op_type, m.domain, m.overload, m.doc_string, ins,
+                              tuple(make(o) for o in m.output), attributes(m) if m.attribute else ()))
+            parts.append([(read(v.name), v.type.SerializeToString(deterministic=True)) for v in g.output])
+            # A value info of a name the graph neither makes nor reads keeps its name.
+            parts.append([(made.get(v.name, v.name), v.type.SerializeToString(deterministic=True))
+                          for v in g.value_info])
+    except _ReadBeforeMade:
+        return None
+    return repr(parts).encode(), list(free)
+
+
+class _ReadBeforeMade(Exception):
+    pass
+
+
+def shape_dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
+    tp = innermost_type(tp)
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return []
+    return list(tp.tensor_type.shape.dim)
+
+
+def numbered_type(tp: onnx.TypeProto, symbols: dict[str, str]) -> bytes:
+    """``tp`` serialized with each dim name replaced by its number in ``symbols`` (new
+    names numbered as they come). A name onnx made up (``unk__k``) is numbered apart from
+    the model's own: the lowering takes the one for unknown and the other for a dim."""
+    if not any(d.dim_param for d in shape_dims(tp)):
+        return tp.SerializeToString(deterministic=True)
+    c = onnx.TypeProto()
+    c.CopyFrom(tp)
+    for d in shape_dims(c):
+        if d.dim_param:
+            kind = "u" if GENERATED_DIM.fullmatch(d.dim_param) else "n"
+            d.dim_param = symbols.setdefault(d.dim_param, f"\0{kind}{len(symbols)}")
+    return c.SerializeToString(deterministic=True)
 
 
 _M = TypeVar("_M", bound=Message)

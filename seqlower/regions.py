@@ -296,7 +296,8 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     reads what they make as inputs and declares what they read as outputs. ``lowered``:
     the types of values other nodes of the region make, as their lowering declares them
     (they type the sub-model's inputs before what the model declares or inference found).
-    ``output_types``: how the sub-model declares its outputs, where not as the model does.
+    ``output_types``: how the sub-model declares its outputs, where not as the model does
+    (when given, the others only as the model does: no inference for them).
     ``weights_typed``: every initializer of numbers (a float type) comes in as a typed
     input, as held weights do, whatever its size (a template: ``seqlower.repeats``)."""
     model, nodes, kinds, outs, reads = found.model, found.nodes, found.kinds, found.outs, found.reads
@@ -353,8 +354,13 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     initializers = {x: weights.tensor(x) if weights is not None and x in weights.spans
                     and g.initializer[i].data_type not in _NUMBERS else g.initializer[i]
                     for i, x in enumerate(index.init_names) if x in wanted}
-    missing = [x for x in dict.fromkeys([*inputs, *outputs, *sub_in, *sub_out])
-               if not _full_type(types.get(x)) and x not in initializers]
+    # What the sub-model's boundary needs a type for and nothing else gives: not the values
+    # that come in as constants, nor what ``lowered`` and ``output_types`` type.
+    needed = [x for x in sub_in if x not in initializers and (lowered is None or x not in lowered)
+              and not (x in constant_nodes and _small_constant(_constant_value(constant_nodes[x])))]
+    if output_types is None:
+        needed += sub_out
+    missing = [x for x in dict.fromkeys(needed) if not _full_type(types.get(x))]
     if missing and inferred is not None:
         types.update((x, inferred[x]) for x in missing if x in inferred)
     elif missing:

@@ -32,7 +32,7 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.protos import innermost_type, own_names, subgraphs_of
+from seqlower.protos import canonical_subgraphs, numbered_type, own_names, shape_dims, subgraphs_of
 from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type,
                               _small_constant, topological)
 from seqlower.weights import Weights, is_stub
@@ -43,8 +43,6 @@ __all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_ME
 # costs a pass pipeline of its own (tens of milliseconds), which a few members lowered in
 # place cost as well.
 MIN_MEMBERS = 4
-
-_GENERATED = re.compile(r"unk__\d+")  # how onnx's inference names a dim it cannot infer
 
 # Ops whose outputs may be sequences (or optionals, maps): the values that join a component.
 _JOINING = frozenset((ops.names("sequence") - {"ConcatFromSequence", "SequenceAt", "SequenceLength"})
@@ -97,82 +95,6 @@ def _components(found: Found) -> list[list[int]]:
     return list(comps.values())
 
 
-def _canonical(node: onnx.NodeProto) -> tuple[bytes, list[str]] | None:
-    """What ``node``'s attributes and subgraphs are without their names, and what the
-    subgraphs read from outside (in the order they first read it), numbered in it. The
-    subgraphs' own names are numbered too, in the order they are made, and graph and node
-    names go: an exporter names each layer's body apart. (A name is its subgraphs' own when
-    any of them makes it: a valid model reads a name only where it is in scope.) None: a
-    subgraph reads a name before it makes it (nodes out of order), which numbering in one
-    walk cannot tell from a name read from outside.
-
-    Read, never written: protobuf's setters cost a copy of the node and a walk to rename."""
-    made: dict[str, str] = {}
-    free: dict[str, str] = {}
-
-    def read(x: str) -> str:
-        if not x:
-            return ""
-        token = made.get(x)
-        if token is None:
-            token = free.get(x)
-            if token is None:
-                token = free[x] = f"\0${len(free)}"
-        return token
-
-    def make(x: str) -> str:
-        if not x:
-            return ""
-        if x in free:
-            raise _OutOfOrder
-        token = made[x] = f"\0#{len(made)}"
-        return token
-
-    queue: list[onnx.GraphProto] = []
-
-    def attributes(n: onnx.NodeProto) -> list[Any]:
-        out: list[Any] = []
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                out.append((a.name, len(queue)))
-                queue.append(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                out.append((a.name, tuple(range(len(queue), len(queue) + len(a.graphs)))))
-                queue.extend(a.graphs)
-            else:
-                out.append(a.SerializeToString())
-        return out
-
-    parts: list[Any] = [attributes(node)]
-    try:
-        k = 0
-        while k < len(queue):
-            g = queue[k]
-            k += 1
-            parts.append([(make(v.name), v.type.SerializeToString(deterministic=True)) for v in g.input])
-            for t in g.initializer:
-                c = onnx.TensorProto()
-                c.CopyFrom(t)
-                c.name = ""
-                parts.append((make(t.name), c.SerializeToString(deterministic=True)))
-            parts.append([g.SerializeToString()] if g.sparse_initializer else [])
-            for m in g.node:
-                ins = tuple(read(x) for x in m.input)
-                parts.append((m.op_type, m.domain, m.overload, m.doc_string, ins,
-                              tuple(make(o) for o in m.output), attributes(m) if m.attribute else ()))
-            parts.append([(read(v.name), v.type.SerializeToString(deterministic=True)) for v in g.output])
-            # A value info of a name the graph neither makes nor reads keeps its name.
-            parts.append([(made.get(v.name, v.name), v.type.SerializeToString(deterministic=True))
-                          for v in g.value_info])
-    except _OutOfOrder:
-        return None
-    return repr(parts).encode(), list(free)
-
-
-class _OutOfOrder(Exception):
-    pass
-
-
 def _rename(node: onnx.NodeProto, names: Mapping[str, str], *, all_names: bool) -> None:
     """Rename in place what ``node`` reads (``all_names``: and makes, its subgraphs' own
     names included) by ``names``."""
@@ -207,7 +129,11 @@ class _Keys:
         g = found.model.graph
         # As ``regions.build`` types a sub-model's boundary: declared, else inferred.
         self.types = found.index.types
-        self.inferred = inferred or {}
+        self.inferred = inferred if inferred is not None else {}
+        # The model's inference has not run (``model_check.InferredTypes``): a key asks it
+        # for nothing the lowering of another member tells, and outputs are checked on the
+        # template's lowering (``Plan.outputs_fit``) instead of on inferred types.
+        self.lazy = bool(getattr(inferred, "pending", False))
         self.initializers = {t.name: k for k, t in enumerate(g.initializer)}
         self.declared = {v.name: v.type for v in g.value_info}
         self.graph_outputs = {v.name for v in g.output}
@@ -264,6 +190,8 @@ class _Keys:
             fixed = self._fixed[x] = self._described(x)
         if fixed:
             return fixed
+        if self.lazy and known is None:
+            return b"t?"  # the typed key looks at it (a stack's first block reads the model's input)
         p = self.producer.get(x)
         tp = known[x] if known is not None and x in known else self._type(x)
         if p is not None and p not in comp:
@@ -276,7 +204,7 @@ class _Keys:
         if known is None:
             return b"t" + (bytes(str(tp.tensor_type.elem_type), "ascii")
                            if tp is not None and tp.WhichOneof("value") == "tensor_type" else b"?")
-        return b"t" + (_numbered(tp, symbols) if tp is not None else b"?")
+        return b"t" + (numbered_type(tp, symbols) if tp is not None else b"?")
 
     def key(self, m: Member, known: Mapping[str, onnx.TypeProto] | None = None) -> bytes | None:
         """The member's key; see ``_input`` for ``known``. With ``known``, the dim names of
@@ -291,8 +219,10 @@ class _Keys:
                 return None
             described.append(d)
         if known is not None:
-            described.extend(b"v" + token.encode() + _numbered(tp, symbols) for token, tp in m.declared)
+            described.extend(b"v" + token.encode() + numbered_type(tp, symbols) for token, tp in m.declared)
             m.symbols = list(symbols)
+        if self.lazy:
+            return b"\0".join(described)
         for o in m.outputs:
             tp = self._type(o)
             if tp is None or tp.WhichOneof("value") != "tensor_type":
@@ -326,7 +256,7 @@ class _Keys:
             if i in found.outer:
                 if not self.declared.keys().isdisjoint(found.inner[i]):
                     return None  # the model types a subgraph's own value: names the key does not hold
-                canonical = _canonical(n)
+                canonical = canonical_subgraphs(n)
                 if canonical is None:
                     return None
                 attrs, free = canonical
@@ -349,41 +279,19 @@ class _Keys:
         shape.extend(local[o].encode() for o in outputs)
         declared = [(local[o], self.declared[o]) for o in values if o in self.declared]
         numbered: dict[str, str] = {}
-        shape.extend(b"v" + token.encode() + _numbered(tp, numbered) for token, tp in declared)
+        shape.extend(b"v" + token.encode() + numbered_type(tp, numbered) for token, tp in declared)
         return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape), declared)
-
-
-def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
-    tp = innermost_type(tp)
-    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
-        return []
-    return list(tp.tensor_type.shape.dim)
-
-
-def _numbered(tp: onnx.TypeProto, symbols: dict[str, str]) -> bytes:
-    """``tp`` serialized with each dim name replaced by its number in ``symbols`` (new
-    names numbered as they come). A name onnx made up (``unk__k``) is numbered apart from
-    the model's own: the lowering takes the one for unknown and the other for a dim."""
-    if not any(d.dim_param for d in _dims(tp)):
-        return tp.SerializeToString(deterministic=True)
-    c = onnx.TypeProto()
-    c.CopyFrom(tp)
-    for d in _dims(c):
-        if d.dim_param:
-            kind = "u" if _GENERATED.fullmatch(d.dim_param) else "n"
-            d.dim_param = symbols.setdefault(d.dim_param, f"\0{kind}{len(symbols)}")
-    return c.SerializeToString(deterministic=True)
 
 
 def _renamed(tp: onnx.TypeProto, names: Mapping[str, str], suffix: str) -> onnx.TypeProto:
     """A template's type as a copy declares it: the template's dim names as the copy's
     (``names``), and a name the template's lowering made up (``unk__k``) made the copy's
     own with ``suffix``: one name in two copies would say the two dims are equal."""
-    if not any(d.dim_param for d in _dims(tp)):
+    if not any(d.dim_param for d in shape_dims(tp)):
         return tp
     c = onnx.TypeProto()
     c.CopyFrom(tp)
-    for d in _dims(c):
+    for d in shape_dims(c):
         if d.dim_param:
             d.dim_param = names.get(d.dim_param, d.dim_param + suffix)
     return c
@@ -433,13 +341,31 @@ class Plan:
         return self.keys.key(m, self.known)
 
     def output_types(self, m: Member) -> dict[str, onnx.TypeProto]:
-        """How a template declares its outputs: their element types (see ``_Keys.key``)."""
-        out = {}
+        """How a template declares its outputs: their element types (see ``_Keys.key``);
+        none where the model's inference has not run: the lowering finds them."""
+        out: dict[str, onnx.TypeProto] = {}
+        if self.keys.lazy:
+            return out
         for o in m.outputs:
             tp = onnx.TypeProto()
             tp.tensor_type.elem_type = self.keys._type(o).tensor_type.elem_type
             out[o] = tp
         return out
+
+    def outputs_fit(self, m: Member, lowered: onnx.ModelProto) -> bool:
+        """What ``_Keys.key`` asks of a member's outputs, asked of its lowering where the
+        model's inference has not run: tensors, of numbers where the rest of the region
+        reads them."""
+        if not self.keys.lazy:
+            return True
+        types = {v.name: v.type for v in lowered.graph.output}
+        for o in m.outputs:
+            tp = types.get(o)
+            if tp is None or tp.WhichOneof("value") != "tensor_type":
+                return False
+            if tp.tensor_type.elem_type not in _NUMBERS and o in self.keys.region_reads:
+                return False
+        return True
 
     def may_make_template(self, m: Member) -> bool:
         k = self._shape_of[id(m)]

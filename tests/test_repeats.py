@@ -10,7 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from seqlower import pipeline, repeats
+from seqlower import model_check, pipeline, repeats
+from seqlower.errors import ModelError
 from seqlower.cli import main
 from seqlower.executor.verify import verify
 from seqlower.inventory import take_inventory
@@ -344,14 +345,15 @@ def test_dim_names_are_numbered_in_keys_and_each_copy_declares_its_own():
     """The keys number dim names as they come, onnx's made-up ones (unk__k) apart from the
     model's; a copy's types take its own names for the paired ones and a suffix for names
     the template's lowering made up."""
-    from seqlower.repeats import Group, Member, _numbered, _renamed, _symbol_names
+    from seqlower.protos import numbered_type
+    from seqlower.repeats import Group, Member, _renamed, _symbol_names
 
     def tp(*dims):
         return onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, list(dims))
 
     def numbered(*types):
         symbols: dict[str, str] = {}
-        return [_numbered(x, symbols) for x in types], list(symbols)
+        return [numbered_type(x, symbols) for x in types], list(symbols)
 
     a, names_a = numbered(tp(3, "unk__5"), tp("unk__5", "unk__6"))
     b, names_b = numbered(tp(3, "unk__9"), tp("unk__9", "unk__2"))
@@ -364,3 +366,60 @@ def test_dim_names_are_numbered_in_keys_and_each_copy_declares_its_own():
     names, suffix = _symbol_names(group, 1)
     got = _renamed(tp("unk__6", "unk__40", 2), names, suffix)
     assert [d.dim_param or d.dim_value for d in got.tensor_type.shape.dim] == ["unk__2", "unk__40_1", 2]
+
+
+def _deferring(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every model counts as big: the reader defers the model's inference
+    (``InferredTypes.pending``). The list gets the node count of each model the checks
+    infer: the whole model's, and each sub-model's lowered."""
+    runs: list[int] = []
+    real = model_check.infer_types
+
+    def counted(proto, *args, **kwargs):
+        runs.append(len(proto.graph.node))
+        return real(proto, *args, **kwargs)
+
+    monkeypatch.setattr(model_check, "is_windowed", lambda proto, main_nodes=None: True)
+    monkeypatch.setattr(model_check, "infer_types", counted)
+    return runs
+
+
+@pytest.mark.parametrize("rows", [ROWS, "batch"])
+def test_a_stack_of_equal_blocks_needs_no_inference_of_the_model(monkeypatch, rows):
+    # Each block's input is typed by the lowering of the block before it: the deferred
+    # inference of the whole model never runs, and the lowering is the same.
+    m = _chain(8, rows=rows)
+    eager, _, _ = _lower(m)
+    runs = _deferring(monkeypatch)
+    low, _, _ = _lower(m)
+    # Only the sub-models lowered are checked: a block's template, the rest of the region.
+    assert runs and max(runs) <= 3 < len(m.graph.node)
+    assert low.SerializeToString() == eager.SerializeToString()
+    _equivalent(m, low)
+
+
+def test_a_deferred_inference_runs_when_a_block_reads_what_only_it_types(monkeypatch):
+    # The first block reads a value made outside the region and declared nowhere.
+    m = _chain(6)
+    for n in m.graph.node:
+        n.input[:] = ["a" if x == "x" else x for x in n.input]
+    m.graph.node.insert(0, helper.make_node("Abs", ["x"], ["a"]))
+    eager, _, _ = _lower(m)
+    runs = _deferring(monkeypatch)
+    low, _, _ = _lower(m)
+    assert len(m.graph.node) in runs
+    assert low.SerializeToString() == eager.SerializeToString()
+    _equivalent(m, low)
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_kind_error_in_every_block_is_reported_deferred_or_not(monkeypatch, deferred):
+    # Each block also asks the length of its input, a tensor, where a sequence goes.
+    m = _chain(6)
+    for b in range(6):
+        k = next(i for i, n in enumerate(m.graph.node) if n.output[0] == f"s{b}")
+        m.graph.node.insert(k, helper.make_node("SequenceLength", [m.graph.node[k].input[0]], [f"bad{b}"]))
+    runs = _deferring(monkeypatch) if deferred else []
+    with pytest.raises(ModelError, match=r"SequenceLength"):
+        _lower(m)
+    assert len(m.graph.node) not in runs  # deferred: found by a template's check
