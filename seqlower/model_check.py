@@ -508,11 +508,11 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
     the wrong length, a Constant without its value. Iterative, like the checker's walk.
     ``held``: see ``_check_text_fields``."""
 
-    def type_of(tp: onnx.TypeProto, where: str) -> None:
+    def type_of(tp: onnx.TypeProto, where: Callable[[], str]) -> None:
         tp = innermost_type(tp)
         if tp.WhichOneof("value") == "tensor_type":
             if tp.tensor_type.elem_type and tp.tensor_type.elem_type not in _DATA_TYPES:
-                raise ModelError(f"{label}: {where} has element type {tp.tensor_type.elem_type}, which does not exist")
+                raise ModelError(f"{label}: {where()} has element type {tp.tensor_type.elem_type}, which does not exist")
 
     _check_text_fields(proto, label, held)
     attributed = held.attributed if held is not None else None
@@ -529,7 +529,7 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
                 _check_tensor(sparse.values, label)
                 _check_tensor(sparse.indices, label)
             for v in [*g.input, *g.output, *g.value_info]:
-                type_of(v.type, f"value {v.name!r}")
+                type_of(v.type, lambda: f"value {v.name!r}")  # noqa: B023 (called before the loop goes on)
             node_lists.append([g.node[i] for i in attributed] if g is proto.graph and attributed is not None else g.node)
             continue
         for node in node_lists.pop():
@@ -555,7 +555,7 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
                 if attr.name == type_attr and attr.type == onnx.AttributeProto.INT and attr.i not in _DATA_TYPES:
                     raise ModelError(f"{label}: {_where(node)}: {attr.name}={attr.i} is not an element type")
                 if attr.HasField("tp"):
-                    type_of(attr.tp, _where(node))
+                    type_of(attr.tp, lambda: _where(node))  # noqa: B023
                 if attr.HasField("g"):
                     graphs.append(attr.g)
                 graphs.extend(attr.graphs)

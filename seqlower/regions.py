@@ -487,33 +487,49 @@ def _infer_cone(model: onnx.ModelProto, nodes: list[onnx.NodeProto], wanted: lis
     return {x: found[x] for x in wanted if x in found}
 
 
-def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> onnx.ModelProto | None:
+def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
+           nodes: list[onnx.NodeProto] | None = None) -> onnx.ModelProto | None:
     """``model`` with the region's nodes replaced by ``lowered``'s (its lowered sub-model),
     or None when the two do not fit (a name taken twice, an input or output lost); the
-    caller then lowers the whole model. ``model`` is changed in place on success."""
+    caller then lowers the whole model. ``model`` is changed in place on success.
+    ``nodes``: ``lowered``'s nodes, kept out of its graph (copies made for the model: one
+    copy into a graph less, ``seqlower.repeats.assemble``)."""
     g, lg = model.graph, lowered.graph
+    lowered_nodes = list(lg.node) if nodes is None else nodes
     if [v.name for v in lg.input] != region.model_inputs:
         return None
     if [v.name for v in lg.output] != region.outputs:
         return None
-    made = {o for n in lg.node for o in n.output if o} | {t.name for t in lg.initializer}
-    for n in lg.node:
+    # One walk of the lowered nodes (tens of thousands, copies of a template): what they
+    # make, which of the region's constants they read (a bypassed Identity's input
+    # included: its readers outside read that input once it is bypassed), their Identities.
+    constants = region.own_constants | region.constant_nodes.keys()
+    made = {t.name for t in lg.initializer}
+    reads: set[str] = set()
+    identities: list[str] = []
+    for n in lowered_nodes:
+        made.update(n.output)
         if n.attribute:
             made |= _inner_names(n)
+            if constants:
+                reads.update(constants.intersection(outer_reads(n)))
+        elif constants:
+            reads.update(constants.intersection(n.input))
+        if n.op_type == "Identity":
+            identities.append(n.output[0])
+    made.discard("")
     if not made.isdisjoint(region.reserved):
         return None
     in_region = set(region.nodes)
-    nodes = list(g.node)
+    model_nodes = list(g.node)
     last_producer, first_reader = region.last_producer, region.first_reader
-    # What the lowered region reads (a bypassed Identity's input included: its readers
-    # outside read that input once it is bypassed).
-    reads = set().union(*(outer_reads(n) for n in lg.node)) if region.constant_nodes or region.own_constants else set()
     if region.constant_nodes:
         last_producer = max([last_producer, *(i for x, i in region.constant_nodes.items() if x in reads)])
     # Where the region began, unless an input is made later: the untouched nodes keep their
     # order around it, and lowering the output again puts everything where it was.
     at = max(region.nodes[0], last_producer + 1)
-    rename, region_nodes = _bypass_identities(lg, set(region.outputs) - {v.name for v in g.output})
+    rename, region_nodes = _bypass_identities(lowered_nodes, set(region.outputs) - {v.name for v in g.output}) \
+        if identities else ({}, lowered_nodes)
     # Constants only the region read, which its lowering no longer reads, go with it.
     dropped = region.own_constants - reads
     remove = sorted(in_region | {region.constant_nodes[x] for x in dropped if x in region.constant_nodes})
@@ -524,8 +540,8 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
         # made, the untouched ones in their order and the lowered ones where the region
         # began. None: the lowering joined what the model kept apart (a cycle).
         gone = set(remove)
-        kept = [i for i in range(len(nodes)) if i not in gone]
-        order = topological([*(nodes[i] for i in kept), *region_nodes],
+        kept = [i for i in range(len(model_nodes)) if i not in gone]
+        order = topological([*(model_nodes[i] for i in kept), *region_nodes],
                             [*kept, *[region.nodes[0]] * len(region_nodes)],
                             [*([rename.get(x, x) for x in region.reads[i]] for i in kept),
                              *(_reads(n) for n in region_nodes)])
@@ -533,10 +549,10 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
             return None
         merged, at = order, 0
     if rename:
-        for i in range(at, len(nodes)):
+        for i in range(at, len(model_nodes)):
             if i not in in_region and not rename.keys().isdisjoint(region.reads[i]):
-                _rename_reads(nodes[i], rename)
-    bypassed = {n.output[0] for n in lg.node if n.op_type == "Identity"} - {o for n in region_nodes for o in n.output}
+                _rename_reads(model_nodes[i], rename)
+    bypassed = set(identities) - {o for n in region_nodes for o in n.output} if identities else set()
     old = region.names
     if merged is not None:
         del g.node[:]
@@ -550,8 +566,8 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto) -> 
             g.node.insert(place + k, n)
     else:
         gone = set(remove)
-        new_nodes = [*(n for i, n in enumerate(nodes) if i not in gone and i < at), *region_nodes,
-                     *(n for i, n in enumerate(nodes) if i not in gone and i >= at)]
+        new_nodes = [*(n for i, n in enumerate(model_nodes) if i not in gone and i < at), *region_nodes,
+                     *(n for i, n in enumerate(model_nodes) if i not in gone and i >= at)]
         del g.node[:]
         g.node.extend(new_nodes)
     have = {t.name for t in g.initializer}
@@ -620,13 +636,13 @@ def topological(nodes: list[onnx.NodeProto], priorities: Sequence[int] | None = 
     return order if len(order) == len(nodes) else None
 
 
-def _bypass_identities(lowered: onnx.GraphProto, internal: set[str]) -> tuple[dict[str, str], list[onnx.NodeProto]]:
+def _bypass_identities(nodes: list[onnx.NodeProto], internal: set[str]) -> tuple[dict[str, str], list[onnx.NodeProto]]:
     """The lowered region's nodes without the Identities that only hand a value to the rest
     of the model under its old name (a Split/Concat pair that cancels out leaves one), and
     the renaming the readers of those names take to read the value itself."""
     rename: dict[str, str] = {}
     kept: list[onnx.NodeProto] = []
-    for n in lowered.node:
+    for n in nodes:
         if n.op_type == "Identity" and n.domain in _DEFAULT and n.output[0] in internal:
             rename[n.output[0]] = rename.get(n.input[0], n.input[0])
         else:

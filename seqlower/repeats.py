@@ -32,8 +32,8 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.protos import canonical_subgraphs, numbered_type, own_names, shape_dims, subgraphs_of
-from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type,
+from seqlower.protos import canonical_subgraphs, numbered_type, outer_reads, own_names, shape_dims, subgraphs_of
+from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type, _reads,
                               _small_constant, topological)
 from seqlower.weights import Weights, is_stub
 
@@ -283,11 +283,16 @@ class _Keys:
         return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape), declared)
 
 
+def _named(tp: onnx.TypeProto) -> bool:
+    """Whether ``tp`` names a dim (what ``_renamed`` renames)."""
+    return any(d.dim_param for d in shape_dims(tp))
+
+
 def _renamed(tp: onnx.TypeProto, names: Mapping[str, str], suffix: str) -> onnx.TypeProto:
     """A template's type as a copy declares it: the template's dim names as the copy's
     (``names``), and a name the template's lowering made up (``unk__k``) made the copy's
     own with ``suffix``: one name in two copies would say the two dims are equal."""
-    if not any(d.dim_param for d in shape_dims(tp)):
+    if not _named(tp):
         return tp
     c = onnx.TypeProto()
     c.CopyFrom(tp)
@@ -313,6 +318,7 @@ class Plan:
         self.known: dict[str, onnx.TypeProto] = {}
         self._budget: dict[bytes, int] = {}
         self._shape_of: dict[int, bytes] = {}
+        self._outputs: dict[int, list[tuple[onnx.TypeProto, bool]]] = {}  # a template's, by id
         if inferred is None:
             return  # ``build`` would infer types the keys do not hold
         comps = _components(found)
@@ -378,8 +384,11 @@ class Plan:
         """``m``, the last of ``group``'s members, is a copy of ``lowered``: what it makes
         has the types ``lowered`` declares, in its own dim names."""
         names, suffix = _symbol_names(group, len(group.members) - 1)
-        for o, v in zip(m.outputs, lowered.graph.output):
-            self.known[o] = _renamed(v.type, names, suffix)
+        outputs = self._outputs.get(id(lowered))
+        if outputs is None:
+            outputs = self._outputs[id(lowered)] = [(v.type, _named(v.type)) for v in lowered.graph.output]
+        for o, (tp, named) in zip(m.outputs, outputs):
+            self.known[o] = _renamed(tp, names, suffix) if named else tp
 
 
 def fits(m: Member, lowered: onnx.ModelProto) -> bool:
@@ -393,6 +402,7 @@ def fits(m: Member, lowered: onnx.ModelProto) -> bool:
 class Instances:
     """A group's copies of its template's lowering."""
     nodes: list[onnx.NodeProto]  # every member's, member after member
+    reads: list[list[str] | set[str]]  # what each of them reads (``regions.topological``'s)
     first: list[int]  # per member, the main-graph index of its first node (where its nodes go)
     counts: list[int]  # per member, how many nodes it has in ``nodes``
     initializers: list[onnx.TensorProto]  # the template's own constants, once
@@ -445,9 +455,11 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         inits.append(c)
     label_of = {lab: k for k, lab in enumerate(rep.labels)}
     template = [(n, list(n.input), list(n.output), bool(subgraphs_of(n))) for n in lg.node]
-    out = Instances([], [], [], inits, [], {}, [], [])
+    out = Instances([], [], [], [], inits, [], {}, [], [])
     out_types = {v.name: v.type for v in lg.output}
-    infos = [v for v in lg.value_info if v.name in own or v.name in rep.outputs]
+    # (with whether the type names a dim, which a copy renames: most have none)
+    infos = [(v, _named(v.type)) for v in lg.value_info if v.name in own or v.name in rep.outputs]
+    named_outputs = {o for o in rep.outputs if _named(out_types[o])}
     for j, m in enumerate(group.members):
         counterpart = [*m.inputs, *m.values]
         names: dict[str, str] = dict(shared)
@@ -461,9 +473,12 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
             c.CopyFrom(n)
             if nested:
                 _rename(c, names, all_names=True)
+                out.reads.append(outer_reads(c))
             else:
-                c.input[:] = [names.get(x, x) for x in ins]
+                reads = [names.get(x, x) for x in ins]
+                c.input[:] = reads
                 c.output[:] = [names.get(x, x) for x in outs]
+                out.reads.append(reads)
             if n.name:
                 s = name_stems.get(n.name)
                 c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{n.name}_{j}", node_names)
@@ -471,15 +486,15 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         out.first.append(m.nodes[0])
         out.counts.append(len(lg.node))
         dims, suffix = _symbol_names(group, j)
-        for v in infos:
+        for v, named in infos:
             c = onnx.ValueInfoProto()
             c.CopyFrom(v)
             c.name = names[v.name]
-            if dims or suffix:
+            if named and (dims or suffix):
                 c.type.CopyFrom(_renamed(v.type, dims, suffix))
             out.value_info.append(c)
         for o, mo in zip(rep.outputs, m.outputs):
-            out.outputs[mo] = _renamed(out_types[o], dims, suffix)
+            out.outputs[mo] = _renamed(out_types[o], dims, suffix) if o in named_outputs else out_types[o]
         relabel = {lab: m.labels[k] for lab, k in label_of.items()}
         for r in rewrites:
             e = dict(r)
@@ -514,10 +529,13 @@ def _free(name: str, taken: set[str]) -> str:
     return got
 
 
-def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Instances]) -> onnx.ModelProto:
+def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Instances],
+             rest_at: int | None = None) -> tuple[onnx.ModelProto, list[onnx.NodeProto]]:
     """The region's whole lowering as ``splice`` takes it: ``rest`` (the lowered sub-model
     of what was not lowered apart) and every group's copies, in an order that makes each
-    value before it is read, keeping the model's order where it can."""
+    value before it is read, keeping the model's order where it can; its nodes apart from
+    its graph (``splice``'s ``nodes``). ``rest_at``: where the first node of the rest was in
+    the model (else where the region began)."""
     lowered = onnx.ModelProto()
     if rest is not None:
         lowered.CopyFrom(rest)
@@ -527,20 +545,23 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
     g = lowered.graph
     rest_nodes = list(rest.graph.node) if rest is not None else []
     # Where each node was in the model: a member's copies where the member began; the
-    # rest's nodes where the rest began.
-    placed: list[tuple[int, onnx.NodeProto]] = [(region.nodes[0], n) for n in rest_nodes]
-    for inst in instances:
+    # rest's nodes where the rest began (a stack's last block lowered in place, or the
+    # Identity after it, goes after the copies: no sort has to move it there).
+    at = region.nodes[0] if rest_at is None else rest_at
+    placed: list[tuple[int, int, int]] = [(at, -1, k) for k in range(len(rest_nodes))]
+    for j, inst in enumerate(instances):
         k = 0
         for first, count in zip(inst.first, inst.counts):
-            placed.extend((first, n) for n in inst.nodes[k:k + count])
+            placed.extend((first, j, i) for i in range(k, k + count))
             k += count
         g.initializer.extend(inst.initializers)
         g.value_info.extend(inst.value_info)
     placed.sort(key=lambda p: p[0])
-    order = topological([n for _, n in placed])
+    nodes = [rest_nodes[i] if j < 0 else instances[j].nodes[i] for _, j, i in placed]
+    reads = [_reads(rest_nodes[i]) if j < 0 else instances[j].reads[i] for _, j, i in placed]
+    order = topological(nodes, reads=reads)
     if order is None:
         raise AssertionError("the lowered region has a cycle (internal error)")
-    g.node.extend(order)
     g.input.extend(onnx.ValueInfoProto(name=x) for x in region.model_inputs)
     rest_out = {v.name: v for v in rest.graph.output} if rest is not None else {}
     for x in region.outputs:
@@ -553,4 +574,4 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
                     v.type.CopyFrom(inst.outputs[x])
                     break
         g.output.append(v)
-    return lowered
+    return lowered, order
