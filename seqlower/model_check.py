@@ -388,10 +388,9 @@ def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypePr
     ``types``, when given, gets the inferred type of every main-graph value (the
     region cut reads them instead of inferring again). ``dims_from``, ``main_nodes``: see
     ``seqlower.inference.infer_shapes``."""
-    if proto.ByteSize() > PROTOBUF_LIMIT:
-        return  # too big to hand to inference in memory; the passes meet such errors later
-
     def run() -> None:
+        if proto.ByteSize() > PROTOBUF_LIMIT:
+            return  # too big to hand to inference in memory; the passes meet such errors later
         try:
             found = infer_types(proto, check_type=True, strict_mode=False, data_prop=types is not None,
                                 dims_from=dims_from, main_nodes=main_nodes)

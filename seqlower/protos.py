@@ -178,8 +178,9 @@ def outer_reads(node: onnx.NodeProto) -> set[str]:
     return reads_and_names(node)[0]
 
 
-def canonical_subgraphs(node: onnx.NodeProto) -> tuple[bytes, list[str]] | None:
-    """What ``node``'s attributes and subgraphs are without their names, and what the
+def canonical_subgraphs(node: onnx.NodeProto) -> tuple[tuple[Any, ...], list[str]] | None:
+    """What ``node``'s attributes and subgraphs are without their names (a tuple: equal
+    for equal subgraphs, and hashable), and what the
     subgraphs read from outside (in the order they first read it), numbered in it. The
     subgraphs' own names are numbered too, in the order they are made, and graph and node
     names go: an exporter names each layer's body apart. (A name is its subgraphs' own when
@@ -211,18 +212,18 @@ def canonical_subgraphs(node: onnx.NodeProto) -> tuple[bytes, list[str]] | None:
 
     queue: list[onnx.GraphProto] = []
 
-    def attributes(n: onnx.NodeProto) -> list[Any]:
+    def attributes(n: onnx.NodeProto) -> tuple[Any, ...]:
         out: list[Any] = []
         for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
+            if a.type == _GRAPH:
                 out.append((a.name, len(queue)))
                 queue.append(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
+            elif a.type == _GRAPHS:
                 out.append((a.name, tuple(range(len(queue), len(queue) + len(a.graphs)))))
                 queue.extend(a.graphs)
             else:
                 out.append(a.SerializeToString())
-        return out
+        return tuple(out)
 
     parts: list[Any] = [attributes(node)]
     try:
@@ -230,24 +231,30 @@ def canonical_subgraphs(node: onnx.NodeProto) -> tuple[bytes, list[str]] | None:
         while k < len(queue):
             g = queue[k]
             k += 1
-            parts.append([(make(v.name), v.type.SerializeToString(deterministic=True)) for v in g.input])
+            # (each entry tagged with what it is: the tuple says it all alone)
+            parts.append(("i", *[(make(v.name), v.type.SerializeToString(deterministic=True)) for v in g.input]))
             for t in g.initializer:
                 c = onnx.TensorProto()
                 c.CopyFrom(t)
                 c.name = ""
-                parts.append((make(t.name), c.SerializeToString(deterministic=True)))
-            parts.append([g.SerializeToString()] if g.sparse_initializer else [])
+                parts.append(("t", make(t.name), c.SerializeToString(deterministic=True)))
+            if g.sparse_initializer:
+                parts.append(("s", g.SerializeToString()))
             for m in g.node:
-                ins = tuple(read(x) for x in m.input)
-                parts.append((m.op_type, m.domain, m.overload, m.doc_string, ins,
-                              tuple(make(o) for o in m.output), attributes(m) if m.attribute else ()))
-            parts.append([(read(v.name), v.type.SerializeToString(deterministic=True)) for v in g.output])
+                ins = tuple([read(x) for x in m.input])
+                parts.append(("n", m.op_type, m.domain, m.overload, m.doc_string, ins,
+                              tuple([make(o) for o in m.output]), attributes(m) if m.attribute else ()))
+            parts.append(("o", *[(read(v.name), v.type.SerializeToString(deterministic=True)) for v in g.output]))
             # A value info of a name the graph neither makes nor reads keeps its name.
-            parts.append([(made.get(v.name, v.name), v.type.SerializeToString(deterministic=True))
-                          for v in g.value_info])
+            if g.value_info:
+                parts.append(("v", *[(made.get(v.name, v.name), v.type.SerializeToString(deterministic=True))
+                                     for v in g.value_info]))
     except _ReadBeforeMade:
         return None
-    return repr(parts).encode(), list(free)
+    return tuple(parts), list(free)
+
+
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 
 
 class _ReadBeforeMade(Exception):

@@ -145,6 +145,7 @@ class _Keys:
         self.region_reads = {x for i in found.region for x in found.reads[i]
                              if x in self.producer and self.producer[x] != i}
         self._fixed: dict[str, bytes] = {}
+        self._attribute_ids: dict[Any, int] = {}
 
     def _constant(self, x: str) -> onnx.TensorProto | None:
         """The value ``x`` comes into a sub-model with (as ``regions.build`` decides), or None."""
@@ -234,6 +235,12 @@ class _Keys:
             described.append(b"o" + bytes(str(tp.tensor_type.elem_type), "ascii"))
         return b"\0".join(described)
 
+    def _attributes(self, attrs: Any) -> int:
+        """A number for ``attrs`` (what a node's attributes are without names), the same for
+        equal ones: a key holds the number, not the bytes or tuple (written out again per
+        member, a subgraph's were most of its key's cost)."""
+        return self._attribute_ids.setdefault(attrs, len(self._attribute_ids))
+
     def member(self, comp: list[int]) -> Member | None:
         found = self.found
         local: dict[str, str] = {}
@@ -259,11 +266,11 @@ class _Keys:
                 canonical = canonical_subgraphs(n)
                 if canonical is None:
                     return None
-                attrs, free = canonical
+                attrs = self._attributes(canonical[0])
                 ins.append("|")
-                ins.extend(token(x) for x in free)
+                ins.extend(token(x) for x in canonical[1])
             else:
-                attrs = b"".join(a.SerializeToString() for a in n.attribute) if attributed else b""
+                attrs = self._attributes(b"".join(a.SerializeToString() for a in n.attribute)) if attributed else -1
             outs = found.outs[i]
             parts.append((op, domain, tuple(ins), len(outs), attrs))
             labels.append(describe_node(op, n.name, list(outs)))
