@@ -81,11 +81,19 @@ def _safe_data_prop(data_prop: bool, dims_from: onnx.ModelProto) -> bool:
 
 
 def is_windowed(proto: onnx.ModelProto, main_nodes: Sequence[int] | None) -> bool:
+    """Whether inference runs on ``proto`` in windows (``infer_shapes``): a big main graph
+    with many subgraphs. ``main_nodes``: see ``infer_shapes``."""
     nodes = proto.graph.node
     if len(nodes) <= WINDOW_NODES:
         return False
-    heavy = sum(1 for n in (nodes if main_nodes is None else (nodes[i] for i in main_nodes)) if subgraphs_of(n))
-    return heavy * len(nodes) > _WINDOWED_WORK
+    enough = _WINDOWED_WORK // len(nodes) + 1  # (counted until there are: a stack has thousands)
+    heavy = 0
+    for n in (nodes if main_nodes is None else (nodes[i] for i in main_nodes)):
+        if n.attribute and subgraphs_of(n):
+            heavy += 1
+            if heavy >= enough:
+                return True
+    return False
 
 
 # Past this, a declared dim is no real size (2**31 elements of one byte is 2 GiB) and

@@ -414,6 +414,10 @@ def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypePr
 
 
 _DATA_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+# Attribute types that hold nothing ``check_structure`` looks into (numbers, text).
+_PLAIN_ATTRIBUTES = frozenset({onnx.AttributeProto.INT, onnx.AttributeProto.INTS, onnx.AttributeProto.FLOAT,
+                               onnx.AttributeProto.FLOATS, onnx.AttributeProto.STRING, onnx.AttributeProto.STRINGS})
 # Integer attributes that are flags (0 or 1) in every op that has them.
 _FLAG_ATTRIBUTES = frozenset({"keepdims", "new_axis", "exclusive", "reverse", "noop_with_empty_axes", "allowzero",
                               "select_last_index"})
@@ -540,6 +544,16 @@ def check_structure(proto: onnx.ModelProto, label: str, held: Held | None = None
                                  " a Constant has exactly one")
             type_attr = _TYPE_ATTRIBUTES.get(op)
             for attr in node.attribute:
+                kind = attr.type
+                # onnx's checker saw that an attribute of a given type holds that field only.
+                if kind == _GRAPH:
+                    graphs.append(attr.g)
+                    continue
+                if kind == _GRAPHS:
+                    graphs.extend(attr.graphs)
+                    continue
+                if kind in _PLAIN_ATTRIBUTES and attr.name not in _FLAG_ATTRIBUTES and attr.name != type_attr:
+                    continue
                 if attr.HasField("t"):
                     _check_tensor(attr.t, label)
                 for tensor in attr.tensors:

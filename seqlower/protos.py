@@ -14,7 +14,7 @@ import onnx
 
 __all__ = ["ELEMENT_BYTES", "GENERATED_DIM", "canonical_subgraphs", "copy_fields", "data_bytes", "encode_varint",
            "innermost_type", "iter_tensor_protos", "numbered_type", "own_names", "reads_and_names", "shape_dims",
-           "utf8_nodes", "value_infos"]
+           "strict_graph", "utf8_nodes", "value_infos"]
 
 # How onnx's inference names a dim it cannot infer.
 GENERATED_DIM = re.compile(r"unk__\d+")
@@ -321,7 +321,7 @@ def encode_varint(value: int) -> bytes:
 _STRICT_GRAPH: type | None = None
 
 
-def _strict_graph() -> type:
+def strict_graph() -> type:
     """onnx's GraphProto as a proto3 message: upb refuses a proto3 string field that is not
     UTF-8 while it parses, so parsing the nodes' bytes checks all their text in C."""
     global _STRICT_GRAPH
@@ -357,7 +357,7 @@ def utf8_nodes(nodes: Iterable[onnx.NodeProto]) -> bool:
         data = n.SerializeToString()
         parts += (b"\x0a" + encode_varint(len(data)), data)  # GraphProto.node: field 1, length-delimited
     try:
-        _strict_graph().FromString(b"".join(parts))
+        strict_graph().FromString(b"".join(parts))
     except DecodeError:
         return False
     return True

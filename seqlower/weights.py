@@ -24,8 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import onnx
+from google.protobuf.message import DecodeError
 
-from seqlower.protos import ELEMENT_BYTES, encode_varint
+from seqlower.protos import ELEMENT_BYTES, encode_varint, strict_graph
 
 __all__ = ["HELD_BYTES", "PLACEHOLDER", "Held", "Weights", "hold_weights", "is_stub"]
 
@@ -219,7 +220,8 @@ class Held:
     # without attributes has tags under 0x80 (its fields are numbered 1 to 10) and lengths
     # whose last byte is under 0x80 around its strings' bytes (a longer length makes the
     # test fail, never pass wrongly), so its bytes decode as UTF-8 exactly when its
-    # strings do. Nodes that may have attributes (``attributed``) are never plain.
+    # strings do. Nodes that may have attributes (``attributed``) are plain when they
+    # parse as a proto3 message, which upb refuses where a string is not UTF-8.
     plain_nodes: set[int]
     # Main-graph nodes that may have attributes or be a Constant (their bytes hold an
     # attribute's tag, b"*", or b"Constant"): every other node has neither, and the checks
@@ -399,7 +401,17 @@ def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> t
                 decoded.add(k)
             except UnicodeDecodeError:
                 pass
-    return decoded - attributed, sorted(attributed), sorted(marked(b"\x70\x01") & attributed)
+    plain = decoded - attributed
+    if attributed:
+        # The rest read as one strict message in C, their entries as they are (a graph's
+        # node field is field 1, as theirs is in the file): text throughout, or looked at
+        # field by field later (``model_check``), which says where it is not.
+        try:
+            strict_graph().FromString(b"".join([view[spans[k][0]:spans[k][2]] for k in sorted(attributed)]))
+            plain |= attributed
+        except DecodeError:
+            pass
+    return plain, sorted(attributed), sorted(marked(b"\x70\x01") & attributed)
 
 
 def _parse_with_graph(before: memoryview, graph: list[bytes | memoryview], after: memoryview) -> onnx.ModelProto:

@@ -195,11 +195,11 @@ def test_node_bytes_tell_text_and_attributes():
     marked = {n for n, i in by_name.items() if i in set(held.attributed)}
     assert {"k", "a*b", "tr"} <= marked
     assert not {"mm1", "mm3"} & marked
-    # Read as plain: the nodes without attributes and without a field of 128 bytes, but
-    # for the '*' in a name. Not (so checked field by field): the long name (a two-byte
-    # length), the nodes with attributes or a '*'.
-    plain = {i for i, n in enumerate(g.node) if not n.attribute and len(n.name) < 128 and "*" not in n.name}
-    assert held.plain_nodes == plain and len(plain) == len(g.node) - 6
+    # Read as plain: the nodes without a field of 128 bytes, those marked as attributed by
+    # a strict parse of their bytes. Not (so checked field by field): the long name (a
+    # two-byte length).
+    plain = {i for i, n in enumerate(g.node) if len(n.name) < 128}
+    assert held.plain_nodes == plain and len(plain) == len(g.node) - 1
 
 
 def test_an_attribute_name_cut_short_is_not_read_as_plain(tmp_path, capsys):
