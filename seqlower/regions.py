@@ -513,7 +513,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
             made |= _inner_names(n)
             if constants:
                 reads.update(constants.intersection(outer_reads(n)))
-        elif constants:
+        elif constants and not constants.isdisjoint(n.input):
             reads.update(constants.intersection(n.input))
         if n.op_type == "Identity":
             identities.append(n.output[0])
@@ -552,7 +552,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
         for i in range(at, len(model_nodes)):
             if i not in in_region and not rename.keys().isdisjoint(region.reads[i]):
                 _rename_reads(model_nodes[i], rename)
-    bypassed = set(identities) - {o for n in region_nodes for o in n.output} if identities else set()
+    bypassed = set(rename)  # (the Identities ``_bypass_identities`` took out)
     old = region.names
     if merged is not None:
         del g.node[:]

@@ -461,8 +461,11 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         c.name = name
         inits.append(c)
     label_of = {lab: k for k, lab in enumerate(rep.labels)}
-    template = [(n, list(n.input), list(n.output), bool(subgraphs_of(n))) for n in lg.node]
+    # (each node with what every copy reads of it: its names, and its name's stem)
+    template = [(n, n.input[:], n.output[:], bool(subgraphs_of(n)), n.name, name_stems.get(n.name) if n.name else None)
+                for n in lg.node]
     out = Instances([], [], [], [], inits, [], {}, [], [])
+    add_node, add_reads = out.nodes.append, out.reads.append
     out_types = {v.name: v.type for v in lg.output}
     # (with whether the type names a dim, which a copy renames: most have none)
     infos = [(v, _named(v.type)) for v in lg.value_info if v.name in own or v.name in rep.outputs]
@@ -475,23 +478,23 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         for t in own:
             s = stems[t]
             names[t] = _free(counterpart[s[0]] + s[1] if s is not None else f"{t}_{j}", taken)
-        for n, ins, outs, nested in template:
+        get = names.get
+        for n, ins, outs, nested, name, s in template:
             c = onnx.NodeProto()
             c.CopyFrom(n)
             if nested:
                 _rename(c, names, all_names=True)
-                out.reads.append(outer_reads(c))
+                add_reads(outer_reads(c))
             else:
-                reads = [names.get(x, x) for x in ins]
+                reads = [get(x, x) for x in ins]
                 c.input[:] = reads
-                c.output[:] = [names.get(x, x) for x in outs]
-                out.reads.append(reads)
-            if n.name:
-                s = name_stems.get(n.name)
-                c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{n.name}_{j}", node_names)
-            out.nodes.append(c)
+                c.output[:] = [get(x, x) for x in outs]
+                add_reads(reads)
+            if name:
+                c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{name}_{j}", node_names)
+            add_node(c)
         out.first.append(m.nodes[0])
-        out.counts.append(len(lg.node))
+        out.counts.append(len(template))
         dims, suffix = _symbol_names(group, j)
         for v, named in infos:
             c = onnx.ValueInfoProto()
