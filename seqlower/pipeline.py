@@ -246,13 +246,14 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             rest, report = _lower_region(region, label, options, region.reserved | kept_names)
         else:
             rest, report = None, LowerReport()
-        lowered, lowered_nodes = _with_copies(found, region, rest, report, templates) if templates else (rest, None)
+        lowered, lowered_nodes, copied_infos = _with_copies(found, region, rest, report, templates) if templates \
+            else (rest, None, [])
         # The region's gaps are the lowered sub-model's; outside it there is no sequence,
         # only ops the target may lack.
         inside = set(region.nodes)
         outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target) \
             if target.lacks else []
-        if splice(proto, region, lowered, lowered_nodes) is not None:
+        if splice(proto, region, lowered, lowered_nodes, copied_infos) is not None:
             report.gaps = [*report.gaps, *outside]
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
@@ -312,10 +313,11 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
 
 
 def _with_copies(found: Found, region: Region, rest: onnx.ModelProto | None, report: LowerReport,
-                 templates: list[_Template]) -> tuple[onnx.ModelProto, list[onnx.NodeProto]]:
+                 templates: list[_Template]) -> tuple[onnx.ModelProto, list[onnx.NodeProto], list[onnx.ValueInfoProto]]:
     """The region's lowering: ``rest`` (what was lowered in place) and each group's copies of
-    its template, under names nothing else in the model has (its nodes apart, as
-    ``repeats.assemble`` gives them); their rewrites and notes join ``report``."""
+    its template, under names nothing else in the model has (its nodes and the copies'
+    value infos apart, as ``repeats.assemble`` gives them); their rewrites and notes join
+    ``report``."""
     taken = set(region.reserved) | {o for i in region.nodes for o in found.outs[i]}
     inside = set(region.nodes)
     node_names = {n.name for i, n in enumerate(found.nodes) if i not in inside}

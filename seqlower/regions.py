@@ -488,12 +488,14 @@ def _infer_cone(model: onnx.ModelProto, nodes: list[onnx.NodeProto], wanted: lis
 
 
 def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
-           nodes: list[onnx.NodeProto] | None = None) -> onnx.ModelProto | None:
+           nodes: list[onnx.NodeProto] | None = None, value_info: Sequence[onnx.ValueInfoProto] = (),
+           ) -> onnx.ModelProto | None:
     """``model`` with the region's nodes replaced by ``lowered``'s (its lowered sub-model),
     or None when the two do not fit (a name taken twice, an input or output lost); the
     caller then lowers the whole model. ``model`` is changed in place on success.
-    ``nodes``: ``lowered``'s nodes, kept out of its graph (copies made for the model: one
-    copy into a graph less, ``seqlower.repeats.assemble``)."""
+    ``nodes``: ``lowered``'s nodes, kept out of its graph; ``value_info``: value infos of
+    ``lowered`` beside its graph's (copies made for the model, one copy into a graph less:
+    ``seqlower.repeats.assemble``)."""
     g, lg = model.graph, lowered.graph
     lowered_nodes = list(lg.node) if nodes is None else nodes
     if [v.name for v in lg.input] != region.model_inputs:
@@ -589,7 +591,8 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
             v.type.CopyFrom(lowered_types[v.name])
     # An entry the lowering still types keeps its place, so lowering again changes nothing.
     skip = {v.name for v in g.output} | bypassed | have | region.constants
-    new = {v.name: v for v in (*lg.value_info, *lg.output) if v.name not in skip and v.type.WhichOneof("value")}
+    new = {v.name: v for v in (*lg.value_info, *value_info, *lg.output)
+           if v.name not in skip and v.type.WhichOneof("value")}
     keep = [new.pop(v.name, v) for v in g.value_info if v.name not in old or v.name in new]
     keep.extend(new.values())
     del g.value_info[:]

@@ -23,7 +23,6 @@ fully known would lower differently alone, so it stays in the region.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,7 +139,7 @@ class _Keys:
         self.producer = {o: i for i in found.region for o in found.outs[i] if o}
         self.constant_nodes = {found.outs[i][0]: i for i, (op, domain, _) in enumerate(found.kinds)
                                if op == "Constant" and domain in _DEFAULT and i not in found.region and found.outs[i]}
-        self.read_count = Counter(x for r in found.reads for x in r)
+        self.readers = found.index.readers
         # What more than one component of the region reads (a value another makes).
         self.region_reads = {x for i in found.region for x in found.reads[i]
                              if x in self.producer and self.producer[x] != i}
@@ -280,8 +279,9 @@ class _Keys:
                     values.append(o)
         if self.graph_outputs.intersection(values):
             return None  # a model output: its declared type is the lowering's to correct
-        reads_inside = Counter(x for i in comp for x in found.reads[i])
-        outputs = [o for o in values if self.read_count[o] > reads_inside[o]]
+        # What a node outside the member reads.
+        inside = set(comp)
+        outputs = [o for o in values if any(r not in inside for r in self.readers.get(o, ()))]
         shape = [repr(parts).encode()]
         shape.extend(local[o].encode() for o in outputs)
         declared = [(local[o], self.declared[o]) for o in values if o in self.declared]
@@ -539,13 +539,14 @@ def _free(name: str, taken: set[str]) -> str:
     return got
 
 
-def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Instances],
-             rest_at: int | None = None) -> tuple[onnx.ModelProto, list[onnx.NodeProto]]:
+def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Instances], rest_at: int | None = None,
+             ) -> tuple[onnx.ModelProto, list[onnx.NodeProto], list[onnx.ValueInfoProto]]:
     """The region's whole lowering as ``splice`` takes it: ``rest`` (the lowered sub-model
     of what was not lowered apart) and every group's copies, in an order that makes each
-    value before it is read, keeping the model's order where it can; its nodes apart from
-    its graph (``splice``'s ``nodes``). ``rest_at``: where the first node of the rest was in
-    the model (else where the region began)."""
+    value before it is read, keeping the model's order where it can; its nodes and the
+    copies' value infos apart from its graph (``splice``'s ``nodes`` and ``value_info``).
+    ``rest_at``: where the first node of the rest was in the model (else where the region
+    began)."""
     lowered = onnx.ModelProto()
     if rest is not None:
         lowered.CopyFrom(rest)
@@ -559,13 +560,14 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
     # Identity after it, goes after the copies: no sort has to move it there).
     at = region.nodes[0] if rest_at is None else rest_at
     placed: list[tuple[int, int, int]] = [(at, -1, k) for k in range(len(rest_nodes))]
+    infos: list[onnx.ValueInfoProto] = []
     for j, inst in enumerate(instances):
         k = 0
         for first, count in zip(inst.first, inst.counts):
             placed.extend((first, j, i) for i in range(k, k + count))
             k += count
         g.initializer.extend(inst.initializers)
-        g.value_info.extend(inst.value_info)
+        infos.extend(inst.value_info)
     placed.sort(key=lambda p: p[0])
     nodes = [rest_nodes[i] if j < 0 else instances[j].nodes[i] for _, j, i in placed]
     reads = [_reads(rest_nodes[i]) if j < 0 else instances[j].reads[i] for _, j, i in placed]
@@ -584,4 +586,4 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
                     v.type.CopyFrom(inst.outputs[x])
                     break
         g.output.append(v)
-    return lowered, order
+    return lowered, order, infos
