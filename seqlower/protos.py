@@ -153,7 +153,8 @@ def reads_and_names(node: onnx.NodeProto) -> tuple[set[str], set[str]]:
         return names, own
     for sub in subgraphs_of(node):
         defined = {v.name for v in sub.input}
-        defined.update(t.name for t in sub.initializer)
+        if sub.initializer:
+            defined.update([t.name for t in sub.initializer])
         nodes = list(sub.node)
         for n in nodes:
             defined.update(n.output)
@@ -162,9 +163,9 @@ def reads_and_names(node: onnx.NodeProto) -> tuple[set[str], set[str]]:
             if n.attribute and subgraphs_of(n):
                 reads, inner = reads_and_names(n)
                 own |= inner
+                names.update(reads.difference(defined))
             else:
-                reads = n.input
-            names.update(x for x in reads if x not in defined)
+                names.update([x for x in n.input if x not in defined])
     names.discard("")
     own.discard("")
     return names, own

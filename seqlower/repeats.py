@@ -461,6 +461,10 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         c.name = name
         inits.append(c)
     label_of = {lab: k for k, lab in enumerate(rep.labels)}
+    # Each rewrite with its node's place in the member, and whether it names a subgraph
+    # (which the member's own labels rename, as they do the notes).
+    prepared = [(r, label_of.get(r["node"]), r.get("graph", "main") != "main") for r in rewrites]
+    relabeled = bool(notes) or any(in_subgraph for _, _, in_subgraph in prepared)
     # (each node with what every copy reads of it: its names, and its name's stem)
     template = [(n, n.input[:], n.output[:], bool(subgraphs_of(n)), n.name, name_stems.get(n.name) if n.name else None)
                 for n in lg.node]
@@ -505,11 +509,12 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
             out.value_info.append(c)
         for o, mo in zip(rep.outputs, m.outputs):
             out.outputs[mo] = _renamed(out_types[o], dims, suffix) if o in named_outputs else out_types[o]
-        relabel = {lab: m.labels[k] for lab, k in label_of.items()}
-        for r in rewrites:
+        relabel = {lab: m.labels[k] for lab, k in label_of.items()} if relabeled else {}
+        for r, k, in_subgraph in prepared:
             e = dict(r)
-            e["node"] = relabel.get(e["node"], e["node"])
-            if e.get("graph", "main") != "main":
+            if k is not None:
+                e["node"] = m.labels[k]
+            if in_subgraph:
                 for a, b in relabel.items():
                     e["graph"] = e["graph"].replace(a, b)
             out.rewrites.append(e)
