@@ -387,6 +387,15 @@ def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> t
     # byte over 0x7F, which could complete a string's broken last character.
     contiguous = all(spans[k + 1][0] == spans[k][2] for k in range(len(spans) - 1))
     view = memoryview(data)
+    external = sorted(marked(b"\x70\x01") & attributed)
+    if contiguous:
+        # Every node read as one strict message in C (a graph's node field is field 1, as
+        # theirs is in the file): upb refuses a proto3 string that is not UTF-8 text.
+        try:
+            strict_graph().FromString(view[first:last])
+            return set(range(len(spans))), sorted(attributed), external
+        except DecodeError:
+            pass  # some node's text is not: which, node by node
     try:
         if not contiguous:
             raise UnicodeDecodeError("utf-8", b"", 0, 0, "the nodes are not one block")
@@ -396,6 +405,8 @@ def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> t
     except UnicodeDecodeError:
         decoded = set()
         for k, (_, start, end) in enumerate(spans):
+            if k in attributed:
+                continue  # (never plain by this test: see below)
             try:
                 str(view[start:end], "utf-8")
                 decoded.add(k)
@@ -411,7 +422,7 @@ def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> t
             plain |= attributed
         except DecodeError:
             pass
-    return plain, sorted(attributed), sorted(marked(b"\x70\x01") & attributed)
+    return plain, sorted(attributed), external
 
 
 def _parse_with_graph(before: memoryview, graph: list[bytes | memoryview], after: memoryview) -> onnx.ModelProto:

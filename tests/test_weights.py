@@ -195,11 +195,9 @@ def test_node_bytes_tell_text_and_attributes():
     marked = {n for n, i in by_name.items() if i in set(held.attributed)}
     assert {"k", "a*b", "tr"} <= marked
     assert not {"mm1", "mm3"} & marked
-    # Read as plain: the nodes without a field of 128 bytes, those marked as attributed by
-    # a strict parse of their bytes. Not (so checked field by field): the long name (a
-    # two-byte length).
-    plain = {i for i, n in enumerate(g.node) if len(n.name) < 128}
-    assert held.plain_nodes == plain and len(plain) == len(g.node) - 1
+    # Every node is text, read as one strict parse of their bytes (one block in the file):
+    # all are plain, the long name (a two-byte length) and the attributes' too.
+    assert held.plain_nodes == set(range(len(g.node)))
 
 
 def test_an_attribute_name_cut_short_is_not_read_as_plain(tmp_path, capsys):
