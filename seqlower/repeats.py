@@ -56,7 +56,7 @@ class Member:
     values: list[str]  # every value its nodes make (top level), in node order
     labels: list[str]  # each node's label (as the report names it)
     shape: bytes = b""  # the part of its key that names do not change: nodes, wiring, declared types
-    declared: list[tuple[str, onnx.TypeProto]] = field(default_factory=list)  # its values' declared types
+    declared: list[tuple[int, onnx.TypeProto]] = field(default_factory=list)  # its values' declared types, by number
     # The dim names its key read, in the order it numbered them (a template's and a
     # copy's pair up: see ``_renamed``).
     symbols: list[str] = field(default_factory=list)
@@ -219,7 +219,7 @@ class _Keys:
                 return None
             described.append(d)
         if known is not None:
-            described.extend(b"v" + token.encode() + numbered_type(tp, symbols) for token, tp in m.declared)
+            described.extend(b"v%d" % token + numbered_type(tp, symbols) for token, tp in m.declared)
             m.symbols = list(symbols)
         if self.lazy:
             return b"\0".join(described)
@@ -242,24 +242,34 @@ class _Keys:
 
     def member(self, comp: list[int]) -> Member | None:
         found = self.found
-        local: dict[str, str] = {}
-        inputs: dict[str, str] = {}
+        nodes, kinds, outs_of, outer = found.nodes, found.kinds, found.outs, found.outer
+        # Names as numbers: what the member makes from 0 up, what it reads from outside
+        # from -1 down, in the order they come.
+        local: dict[str, int] = {}
+        inputs: dict[str, int] = {}
         parts: list[Any] = []
         values: list[str] = []
         labels: list[str] = []
 
-        def token(x: str) -> str:
-            if not x:
-                return ""
-            if x in local:
-                return local[x]
-            return inputs.setdefault(x, f"\0${len(inputs)}")
+        def tokens(names: Any) -> list[int | None]:
+            out: list[int | None] = []
+            for x in names:
+                if not x:
+                    out.append(None)
+                    continue
+                t = local.get(x)
+                if t is None:
+                    t = inputs.get(x)
+                    if t is None:
+                        t = inputs[x] = -1 - len(inputs)
+                out.append(t)
+            return out
 
         for i in comp:
-            n = found.nodes[i]
-            op, domain, attributed = found.kinds[i]
-            ins = [token(x) for x in n.input]
-            if i in found.outer:
+            n = nodes[i]
+            op, domain, attributed = kinds[i]
+            ins: list[Any] = tokens(n.input)
+            if i in outer:
                 if not self.declared.keys().isdisjoint(found.inner[i]):
                     return None  # the model types a subgraph's own value: names the key does not hold
                 canonical = canonical_subgraphs(n)
@@ -267,26 +277,25 @@ class _Keys:
                     return None
                 attrs = self._attributes(canonical[0])
                 ins.append("|")
-                ins.extend(token(x) for x in canonical[1])
+                ins += tokens(canonical[1])
             else:
-                attrs = self._attributes(b"".join(a.SerializeToString() for a in n.attribute)) if attributed else -1
-            outs = found.outs[i]
+                attrs = self._attributes(b"".join([a.SerializeToString() for a in n.attribute])) if attributed else -1
+            outs = outs_of[i]
             parts.append((op, domain, tuple(ins), len(outs), attrs))
-            labels.append(describe_node(op, n.name, list(outs)))
+            labels.append(describe_node(op, n.name, outs))
             for o in outs:
                 if o:
-                    local[o] = f"\0%{len(local)}"
+                    local[o] = len(local)
                     values.append(o)
         if self.graph_outputs.intersection(values):
             return None  # a model output: its declared type is the lowering's to correct
         # What a node outside the member reads.
         inside = set(comp)
         outputs = [o for o in values if any(r not in inside for r in self.readers.get(o, ()))]
-        shape = [repr(parts).encode()]
-        shape.extend(local[o].encode() for o in outputs)
         declared = [(local[o], self.declared[o]) for o in values if o in self.declared]
+        shape = [repr((parts, [local[o] for o in outputs])).encode()]
         numbered: dict[str, str] = {}
-        shape.extend(b"v" + token.encode() + numbered_type(tp, numbered) for token, tp in declared)
+        shape.extend(b"v%d" % token + numbered_type(tp, numbered) for token, tp in declared)
         return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape), declared)
 
 
