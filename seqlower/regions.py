@@ -195,14 +195,17 @@ class _Index:
         near = {x for i in found.region for x in (*found.outs[i], *found.reads[i]) if x}
         self.producer: dict[str, int] = {}
         self.readers: dict[str, list[int]] = {}
+        producer, readers = self.producer, self.readers
         for i, (made, r) in enumerate(zip(found.outs, found.reads)):
-            if not near.isdisjoint(made):
-                self.producer.update((o, i) for o in made if o in near)
-            if not near.isdisjoint(r):
-                for x in near.intersection(r):
-                    self.readers.setdefault(x, []).append(i)
-        for x in self.readers.values():
-            x.sort()
+            for o in made:
+                if o in near:
+                    producer[o] = i
+            for x in near.intersection(r) if len(r) > 2 else [x for x in r if x in near]:
+                got = readers.get(x)
+                if got is None:
+                    readers[x] = [i]
+                elif got[-1] != i:
+                    got.append(i)  # (in node order: each list is sorted)
         self.inner = found.inner
         self.graph_inputs = [v.name for v in g.input]
         self.graph_outputs = {v.name for v in g.output}
