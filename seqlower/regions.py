@@ -613,12 +613,15 @@ def _reads(node: onnx.NodeProto) -> list[str] | set[str]:
 
 
 def topological(nodes: list[onnx.NodeProto], priorities: Sequence[int] | None = None,
-                reads: Sequence[Iterable[str]] | None = None) -> list[onnx.NodeProto] | None:
+                reads: Sequence[Iterable[str]] | None = None, outputs: Sequence[Iterable[str]] | None = None,
+                ) -> list[onnx.NodeProto] | None:
     """``nodes`` in an order where each is after what makes what it reads (``reads``, else
-    read off the nodes); of the nodes that may go next, the one of lowest priority (else
-    the first in ``nodes``). None: they make a cycle."""
+    read off the nodes) and makes (``outputs``, else read off the nodes); of the nodes that
+    may go next, the one of lowest priority (else the first in ``nodes``). None: they make
+    a cycle."""
     reads = reads if reads is not None else [_reads(n) for n in nodes]
-    made = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    made = {o: k for k, outs in enumerate(outputs if outputs is not None else (n.output for n in nodes))
+            for o in outs if o}
     if priorities is None and all(made.get(x, -1) < k for k, r in enumerate(reads) for x in r):
         return nodes  # in order already (copies of a chain of blocks)
     needs = [0] * len(nodes)

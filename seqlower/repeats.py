@@ -419,6 +419,7 @@ class Instances:
     """A group's copies of its template's lowering."""
     nodes: list[onnx.NodeProto]  # every member's, member after member
     reads: list[list[str] | set[str]]  # what each of them reads (``regions.topological``'s)
+    made: list[list[str]]  # what each of them makes
     first: list[int]  # per member, the main-graph index of its first node (where its nodes go)
     counts: list[int]  # per member, how many nodes it has in ``nodes``
     initializers: list[onnx.TensorProto]  # the template's own constants, once
@@ -477,8 +478,8 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
     # (each node with what every copy reads of it: its names, and its name's stem)
     template = [(n, n.input[:], n.output[:], bool(subgraphs_of(n)), n.name, name_stems.get(n.name) if n.name else None)
                 for n in lg.node]
-    out = Instances([], [], [], [], inits, [], {}, [], [])
-    add_node, add_reads = out.nodes.append, out.reads.append
+    out = Instances([], [], [], [], [], inits, [], {}, [], [])
+    add_node, add_reads, add_made = out.nodes.append, out.reads.append, out.made.append
     out_types = {v.name: v.type for v in lg.output}
     # (with whether the type names a dim, which a copy renames: most have none)
     infos = [(v, _named(v.type)) for v in lg.value_info if v.name in own or v.name in rep.outputs]
@@ -495,14 +496,16 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
         for n, ins, outs, nested, name, s in template:
             c = onnx.NodeProto()
             c.CopyFrom(n)
+            made = [get(x, x) for x in outs]
             if nested:
                 _rename(c, names, all_names=True)
                 add_reads(outer_reads(c))
             else:
                 reads = [get(x, x) for x in ins]
                 c.input[:] = reads
-                c.output[:] = [get(x, x) for x in outs]
+                c.output[:] = made
                 add_reads(reads)
+            add_made(made)
             if name:
                 c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{name}_{j}", node_names)
             add_node(c)
@@ -585,7 +588,8 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
     placed.sort(key=lambda p: p[0])
     nodes = [rest_nodes[i] if j < 0 else instances[j].nodes[i] for _, j, i in placed]
     reads = [_reads(rest_nodes[i]) if j < 0 else instances[j].reads[i] for _, j, i in placed]
-    order = topological(nodes, reads=reads)
+    made = [rest_nodes[i].output[:] if j < 0 else instances[j].made[i] for _, j, i in placed]
+    order = topological(nodes, reads=reads, outputs=made)
     if order is None:
         raise AssertionError("the lowered region has a cycle (internal error)")
     g.input.extend(onnx.ValueInfoProto(name=x) for x in region.model_inputs)
