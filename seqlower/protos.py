@@ -179,15 +179,16 @@ def outer_reads(node: onnx.NodeProto) -> set[str]:
     return reads_and_names(node)[0]
 
 
-def canonical_subgraphs(node: onnx.NodeProto) -> tuple[tuple[Any, ...], list[str]] | None:
+def canonical_subgraphs(node: onnx.NodeProto) -> tuple[tuple[Any, ...], list[str], set[str]] | None:
     """What ``node``'s attributes and subgraphs are without their names (a tuple: equal
-    for equal subgraphs, and hashable), and what the
-    subgraphs read from outside (in the order they first read it), numbered in it. The
-    subgraphs' own names are numbered too, in the order they are made, and graph and node
-    names go: an exporter names each layer's body apart. (A name is its subgraphs' own when
-    any of them makes it: a valid model reads a name only where it is in scope.) None: a
-    subgraph reads a name before it makes it (nodes out of order), which numbering in one
-    walk cannot tell from a name read from outside.
+    for equal subgraphs, and hashable); what the subgraphs read from outside (in the
+    order they first read it: what is numbered in it), a subgraph output that names an
+    outer value included; and every name they make (``own_names``). The subgraphs' own
+    names are numbered too, in the order they are made, and graph and node names go: an
+    exporter names each layer's body apart. (A name is its subgraphs' own when any of them
+    makes it: a valid model reads a name only where it is in scope.) None: a subgraph
+    reads a name before it makes it (nodes out of order), which numbering in one walk
+    cannot tell from a name read from outside.
 
     Read, never written: protobuf's setters cost a copy of the node and a walk to rename."""
     made: dict[str, str] = {}
@@ -252,7 +253,7 @@ def canonical_subgraphs(node: onnx.NodeProto) -> tuple[tuple[Any, ...], list[str
                                      for v in g.value_info]))
     except _ReadBeforeMade:
         return None
-    return tuple(parts), list(free)
+    return tuple(parts), list(free), set(made)
 
 
 _GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS

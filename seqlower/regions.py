@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +31,7 @@ from onnx import helper
 
 from seqlower import ops
 from seqlower.inference import infer_shapes
-from seqlower.protos import outer_reads, own_names, reads_and_names, subgraphs_of
+from seqlower.protos import canonical_subgraphs, outer_reads, own_names, reads_and_names, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
 __all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "topological", "RESERVED_NAMES_KEY"]
@@ -175,6 +176,9 @@ class Found:
     outer: dict[int, set[str]]  # nodes with subgraphs: every name they read
     region: set[int]
     inner: dict[int, set[str]] = field(default_factory=dict)  # nodes with subgraphs: the names they define
+    # Nodes with subgraphs: ``protos.canonical_subgraphs`` of each (None where it cannot
+    # say), which told ``outer`` and ``inner`` (and the keys of ``seqlower.repeats`` read).
+    canonical: dict[int, Any] = field(default_factory=dict)
     _index: _Index | None = None
 
     @property
@@ -247,10 +251,17 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
     region: set[int] = set()
     outer: dict[int, set[str]] = {}
     inner: dict[int, set[str]] = {}
+    canonical: dict[int, Any] = {}
     for i, (op, domain, attributed) in enumerate(kinds):
         n = nodes[i]
         if attributed and subgraphs_of(n):
-            outer[i], inner[i] = reads_and_names(n)
+            # One walk of the subgraphs for the names and for what repeats' keys read.
+            c = canonical[i] = canonical_subgraphs(n)
+            if c is not None:
+                outer[i] = {x for x in n.input if x}.union(c[1])
+                inner[i] = c[2]
+            else:
+                outer[i], inner[i] = reads_and_names(n)
         if op in relevant and domain in _DEFAULT or domain == "ai.onnx.ml" and op in _ML_OPS:
             region.add(i)
         elif op == "Loop" and _string_scans(n):
@@ -270,7 +281,7 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
                 region.add(i)
                 grown.update(o for o in outs[i] if o)
         frontier = grown
-    return Found(model, nodes, kinds, outs, reads, outer, region, inner)
+    return Found(model, nodes, kinds, outs, reads, outer, region, inner, canonical)
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),

@@ -272,7 +272,7 @@ class _Keys:
             if i in outer:
                 if not self.declared.keys().isdisjoint(found.inner[i]):
                     return None  # the model types a subgraph's own value: names the key does not hold
-                canonical = canonical_subgraphs(n)
+                canonical = found.canonical[i] if i in found.canonical else canonical_subgraphs(n)
                 if canonical is None:
                     return None
                 attrs = self._attributes(canonical[0])
