@@ -46,6 +46,8 @@ __all__ = [
     "ModelSource",
     "read_model_proto",
     "read_model_held",
+    "read_model_beside",
+    "ChecksBeside",
     "load_model",
     "save_model",
     "stage_model",
@@ -154,8 +156,70 @@ def read_model_held(source: ModelSource, *, types: MutableMapping[str, onnx.Type
     return _read(source, load_external_data=False, check=True, types=types, hold=True)
 
 
+def read_model_beside(source: ModelSource, *, types: InferredTypes | None = None,
+                      ) -> tuple[onnx.ModelProto, Weights | None, ChecksBeside | None]:
+    """``read_model_held``, with the checks that only refuse (onnx's checker,
+    ``check_structure``) run beside the caller in a child process when the model is big
+    and this system forks: the caller goes on with the model and asks the ``ChecksBeside``
+    before it uses what it made. When they did not pass, it reads the model again with
+    ``read_model_held``, which raises what they found (or warns, and sorts the nodes),
+    exactly as reading it alone would. None: they ran here."""
+    beside: list[ChecksBeside] = []
+    proto, weights = _read(source, load_external_data=False, check=True, types=types, hold=True, beside=beside)
+    return proto, weights, beside[0] if beside else None
+
+
+# Main-graph nodes from which the checks run beside (``read_model_beside``): below, a
+# fork costs about what they do.
+BESIDE_NODES = 5000
+
+
+class ChecksBeside:
+    """The checks ``read_model_beside`` runs in a child process: ``passed`` waits for them."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._passed: bool | None = None
+
+    def passed(self) -> bool:
+        """Whether they found nothing (no error, no warning); waits for them once."""
+        if self._passed is None:
+            try:
+                _, status = os.waitpid(self._pid, 0)
+                self._passed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            except ChildProcessError:
+                self._passed = False
+        return self._passed
+
+
+def _checks_beside(run: Any) -> ChecksBeside | None:
+    """``run()`` (True: passed) in a forked child, or None where this process cannot fork
+    safely: not Linux, or other threads running (a fork copies only this one, and the
+    locks the others hold)."""
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: only an exit code comes back (os._exit: nothing of the parent's is flushed)
+        code = 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                code = 0 if run() else 1
+        except BaseException:  # noqa: BLE001 (any failure is "not passed": the parent checks again)
+            code = 1
+        finally:
+            os._exit(code)
+    return ChecksBeside(pid)
+
+
 def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: Any,
-          hold: bool) -> tuple[onnx.ModelProto, Weights | None]:
+          hold: bool, beside: list[ChecksBeside] | None = None) -> tuple[onnx.ModelProto, Weights | None]:
     label = _label(source)
     base_dir: str | None = None
     held = None
@@ -206,6 +270,20 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
                                     main_nodes=held.external if held is not None else None)
     if external and not load_external_data:
         _load_node_tensors(external, base_dir, label)
+    if check and beside is not None and held is not None and len(proto.graph.node) >= BESIDE_NODES:
+        skel_held = held
+
+        def passes() -> bool:
+            if check_proto(skel_held.skeleton, label, base_dir, main_nodes=skel_held.external):
+                return False  # a warning: the nodes are sorted when read again
+            check_structure(proto, label, skel_held)
+            return True
+
+        running = _checks_beside(passes)
+        if running is not None:
+            beside.append(running)
+            check_types(held.skeleton, label, types, dims_from=proto, main_nodes=held.attributed)
+            check = False
     if check:
         # The checks read no weights: they run on the skeleton (big weights as typed inputs).
         skel = held.skeleton if held is not None else skeleton(proto)

@@ -153,3 +153,100 @@ def test_inferred_types_from_value_infos_or_a_mapping():
             types["b"]
         types.release()
         assert "a" not in types
+
+
+# -- the checks run beside the lowering (read_model_beside) -----------------------------
+
+
+def _with_held_weight(data: bytes) -> bytes:
+    """The model with an unused 4 KB initializer: big enough to be held, so the reader
+    reads it the way that can run its checks beside."""
+    m = onnx.ModelProto.FromString(data)
+    m.graph.initializer.append(numpy_helper.from_array(np.zeros(1024, np.float32), "spare"))
+    return m.SerializeToString()
+
+
+def _lower_cli(src, dst, capsys) -> tuple[int, str]:
+    from seqlower.cli import main
+
+    code = main(["lower", str(src), "-o", str(dst), "-q"])
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def forks(monkeypatch) -> list[int]:
+    """Every model counts as big: the checks run beside (the list counts the forks)."""
+    from seqlower import model_io
+
+    forked: list[int] = []
+    real = model_io._checks_beside
+
+    def counted(run):
+        got = real(run)
+        forked.append(got is not None)
+        return got
+
+    monkeypatch.setattr(model_io, "BESIDE_NODES", 1)
+    monkeypatch.setattr(model_io, "_checks_beside", counted)
+    return forked
+
+
+def _sequential(monkeypatch) -> None:
+    from seqlower import model_io
+
+    monkeypatch.setattr(model_io, "_checks_beside", lambda run: None)
+
+
+HOSTILE_CHECKED = ["cycle", "unknown_op", "missing_subgraph", "name_not_utf8", "element_type_that_does_not_exist",
+                   "constant_without_value", "flag_of_two", "cast_to_no_type", "sequence_fed_where_a_tensor_goes",
+                   "position_out_of_range"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_CHECKED)
+def test_checks_beside_refuse_what_the_reader_refuses(name, tmp_path, capsys, monkeypatch, forks):
+    from tests.test_hostile_inputs import HOSTILE
+
+    data, says = HOSTILE[name]
+    src = tmp_path / "m.onnx"
+    src.write_bytes(_with_held_weight(data))
+    code, err = _lower_cli(src, tmp_path / "out.onnx", capsys)
+    assert forks == [True]
+    _sequential(monkeypatch)
+    alone, alone_err = _lower_cli(src, tmp_path / "out.onnx", capsys)
+    assert code == alone == 2 and err == alone_err and says in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_checks_beside_warn_and_sort_as_the_reader_does(tmp_path, capsys, monkeypatch, forks):
+    m = model([helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+               helper.make_node("SplitToSequence", ["x"], ["s"], axis=0)],
+               [t("x", FLOAT, [4, 2])], [t("y", FLOAT, [4, 2])])  # out of order
+    src = tmp_path / "m.onnx"
+    src.write_bytes(_with_held_weight(m.SerializeToString()))
+    code, err = _lower_cli(src, tmp_path / "beside.onnx", capsys)
+    assert forks == [True]
+    _sequential(monkeypatch)
+    alone, alone_err = _lower_cli(src, tmp_path / "alone.onnx", capsys)
+    assert code == alone == 0 and "topological order" in err and err == alone_err
+    assert (tmp_path / "beside.onnx").read_bytes() == (tmp_path / "alone.onnx").read_bytes()
+
+
+def test_checks_beside_pass_and_the_lowering_is_the_same(tmp_path, capsys, monkeypatch, forks):
+    from tests.test_repeats import _chain
+
+    src = tmp_path / "chain.onnx"
+    onnx.save(_chain(6, dim=24), src)
+    code, _ = _lower_cli(src, tmp_path / "beside.onnx", capsys)
+    assert forks == [True]
+    _sequential(monkeypatch)
+    alone, _ = _lower_cli(src, tmp_path / "alone.onnx", capsys)
+    assert code == alone == 0
+    assert (tmp_path / "beside.onnx").read_bytes() == (tmp_path / "alone.onnx").read_bytes()
+
+
+def test_checks_beside_report_a_child_that_fails(monkeypatch):
+    from seqlower import model_io
+
+    assert model_io._checks_beside(lambda: True).passed()
+    assert not model_io._checks_beside(lambda: False).passed()
+    assert not model_io._checks_beside(lambda: 1 / 0).passed()

@@ -129,7 +129,7 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower.cli.verify import compare, load_given_inputs
     from seqlower.model_check import InferredTypes
-    from seqlower.model_io import check_model, read_model_held, read_model_proto, stage_model
+    from seqlower.model_io import check_model, read_model_beside, read_model_held, read_model_proto, stage_model
     from seqlower.pipeline import LowerOptions, lower_proto_with_report
     from seqlower.targets import load_target
 
@@ -141,15 +141,29 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     given = load_given_inputs(str(src), args.inputs) if args.verify else None
     t = time.perf_counter()
     inferred = InferredTypes()
-    proto, weights = read_model_held(src, types=inferred)
+    # The checks that only refuse run beside the lowering (a big model, on a system that
+    # forks): what it made is used only once they passed; else the model is read again,
+    # checked here, and lowered again (what they refuse is refused as it always is).
+    proto, weights, checks = read_model_beside(src, types=inferred)
     counting = _counting(args)
     before = count_ops(proto) if counting else Counter()
     timings["load"] = time.perf_counter() - t
     t = time.perf_counter()
     options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
                            optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []))
-    lowered, report = lower_proto_with_report(proto, options, base_dir=str(src.parent.absolute()), label=str(src),
-                                              inferred=inferred, weights=weights)
+    base_dir = str(src.parent.absolute())
+    try:
+        lowered, report = lower_proto_with_report(proto, options, base_dir=base_dir, label=str(src),
+                                                  inferred=inferred, weights=weights)
+    except Exception:
+        if checks is None or checks.passed():
+            raise
+    if checks is not None and not checks.passed():
+        inferred = InferredTypes()
+        proto, weights = read_model_held(src, types=inferred)
+        before = count_ops(proto) if counting else Counter()
+        lowered, report = lower_proto_with_report(proto, options, base_dir=base_dir, label=str(src),
+                                                  inferred=inferred, weights=weights)
     after = count_ops(lowered) if counting else Counter()
     timings["lower"] = time.perf_counter() - t
     target = load_target(args.target)
