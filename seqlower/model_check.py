@@ -382,12 +382,15 @@ class InferredTypes(Mapping[str, onnx.TypeProto]):
 
 
 def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypeProto] | InferredTypes | None = None,
-                dims_from: onnx.ModelProto | None = None, main_nodes: list[int] | None = None) -> None:
+                dims_from: onnx.ModelProto | None = None, main_nodes: list[int] | None = None,
+                defer: bool = False) -> None:
     """Type errors the plain checker does not look for (a node fed a sequence where it
     takes a tensor). Not shapes: real exports declare shapes inference disagrees with.
     ``types``, when given, gets the inferred type of every main-graph value (the
     region cut reads them instead of inferring again). ``dims_from``, ``main_nodes``: see
-    ``seqlower.inference.infer_shapes``."""
+    ``seqlower.inference.infer_shapes``. An ``InferredTypes`` gets the check deferred (see
+    its doc) for a big model with many subgraphs, or whenever ``defer``."""
+
     def run() -> None:
         if proto.ByteSize() > PROTOBUF_LIMIT:
             return  # too big to hand to inference in memory; the passes meet such errors later
@@ -407,7 +410,7 @@ def check_types(proto: onnx.ModelProto, label: str, types: dict[str, onnx.TypePr
             if isinstance(e, ValueError) or re.search(r"unsupported type: (seq|optional|map|sparse)", first):
                 raise ModelError(f"{label}: invalid model: {first}") from None
 
-    if isinstance(types, InferredTypes) and is_windowed(proto, main_nodes):
+    if isinstance(types, InferredTypes) and (defer or is_windowed(proto, main_nodes)):
         types.defer(run)
     else:
         run()

@@ -48,6 +48,7 @@ __all__ = [
     "read_model_held",
     "read_model_beside",
     "ChecksBeside",
+    "ChecksNotPassed",
     "load_model",
     "save_model",
     "stage_model",
@@ -160,10 +161,11 @@ def read_model_beside(source: ModelSource, *, types: InferredTypes | None = None
                       ) -> tuple[onnx.ModelProto, Weights | None, ChecksBeside | None]:
     """``read_model_held``, with the checks that only refuse (onnx's checker,
     ``check_structure``) run beside the caller in a child process when the model is big
-    and this system forks: the caller goes on with the model and asks the ``ChecksBeside``
-    before it uses what it made. When they did not pass, it reads the model again with
-    ``read_model_held``, which raises what they found (or warns, and sorts the nodes),
-    exactly as reading it alone would. None: they ran here."""
+    and this system forks: the caller goes on with the model, confirms them before onnx's
+    code reads it (``ChecksBeside.confirm``: the type check waits in ``types`` until then)
+    and asks them before it uses what it made. When they did not pass, it reads the model
+    again with ``read_model_held``, which raises what they found (or warns, and sorts the
+    nodes), exactly as reading it alone would. None: they ran here."""
     beside: list[ChecksBeside] = []
     proto, weights = _read(source, load_external_data=False, check=True, types=types, hold=True, beside=beside)
     return proto, weights, beside[0] if beside else None
@@ -172,6 +174,10 @@ def read_model_beside(source: ModelSource, *, types: InferredTypes | None = None
 # Main-graph nodes from which the checks run beside (``read_model_beside``): below, a
 # fork costs about what they do.
 BESIDE_NODES = 5000
+
+
+class ChecksNotPassed(Exception):
+    """The checks run beside did not pass: read the model again (``read_model_held``)."""
 
 
 class ChecksBeside:
@@ -190,6 +196,12 @@ class ChecksBeside:
             except ChildProcessError:
                 self._passed = False
         return self._passed
+
+    def confirm(self) -> None:
+        """Wait for them; ChecksNotPassed unless they passed. (Called before onnx's own
+        code reads the model: it is not meant for what its checker refuses.)"""
+        if not self.passed():
+            raise ChecksNotPassed
 
 
 def _checks_beside(run: Any) -> ChecksBeside | None:
@@ -282,7 +294,8 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
         running = _checks_beside(passes)
         if running is not None:
             beside.append(running)
-            check_types(held.skeleton, label, types, dims_from=proto, main_nodes=held.attributed)
+            # (onnx's inference runs only once they passed: ``ChecksBeside.confirm``)
+            check_types(held.skeleton, label, types, dims_from=proto, main_nodes=held.attributed, defer=True)
             check = False
     if check:
         # The checks read no weights: they run on the skeleton (big weights as typed inputs).

@@ -8,7 +8,7 @@ pipeline, so they mix with onnxscript's and PyTorch's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,7 +205,8 @@ def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
 def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None = None, *,
                             base_dir: str | None = None, label: str = "<model>",
                             inferred: Mapping[str, onnx.TypeProto] | None = None,
-                            weights: Weights | None = None) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
+                            weights: Weights | None = None, ready: Callable[[], None] | None = None,
+                            ) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
     """Lower a checked ModelProto, touching only its sequence region (``seqlower.regions``):
     a model no pass has work in comes back as it is, and a model whose region can be cut
     out has only that region converted, lowered and spliced back (``proto`` is changed in
@@ -213,7 +214,10 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     ``inferred``: value types inference found while checking the model (``read_model_proto``'s
     ``types``), which spare the region its own inference. ``weights``: what
     ``read_model_held`` held out of ``proto`` (a ModelProto that comes back still has its
-    stubs: write it with them)."""
+    stubs: write it with them). ``ready``: called before onnx's own code (inference, the
+    checker, a pass) first reads ``proto`` or a part of it: the reader's checks, running
+    beside, end there (``model_io.ChecksBeside.confirm``)."""
+    ready = ready or (lambda: None)
     options = options or LowerOptions()
     target = load_target(options.target)
     nodes = list(proto.graph.node)
@@ -233,7 +237,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     # lowered, in its place.
     unchecked = isinstance(inferred, InferredTypes) and inferred.pending
     if found is not None:
-        region, templates = _cut_repeats(found, inferred, weights, label, options, unchecked)
+        region, templates = _cut_repeats(found, inferred, weights, label, options, unchecked, ready)
     if isinstance(inferred, InferredTypes):
         unchecked = inferred.pending
         inferred.release()  # the region took its types; the whole model's inference result goes
@@ -257,6 +261,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             report.gaps = [*report.gaps, *outside]
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
+    ready()
     if unchecked and isinstance(inferred, InferredTypes):
         inferred.resolve()  # the checks the reader deferred, on the whole model
         inferred.release()
@@ -273,12 +278,15 @@ _Template = tuple[repeats.Group, onnx.ModelProto, LowerReport]
 
 
 def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, weights: Weights | None,
-                 label: str, options: LowerOptions, check: bool = False) -> tuple[Region, list[_Template]]:
+                 label: str, options: LowerOptions, check: bool = False,
+                 ready: Callable[[], None] = lambda: None) -> tuple[Region, list[_Template]]:
     """The region, with its repeated webs lowered apart (``seqlower.repeats``): each group's
     template lowered, and the region that is left, whose sub-model leaves the members out.
     ``check``: check each template's types first, as the reader checks a model's
-    (``model_check.check_types``; ModelError: invalid)."""
+    (``model_check.check_types``; ModelError: invalid). ``ready``: see
+    ``lower_proto_with_report``."""
     plan = repeats.Plan(found, inferred, weights)
+    ready()  # (what follows infers and lowers)
     made: dict[bytes, _Template | None] = {}
     for m in plan.candidates:
         key = plan.key(m)

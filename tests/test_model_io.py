@@ -250,3 +250,27 @@ def test_checks_beside_report_a_child_that_fails(monkeypatch):
     assert model_io._checks_beside(lambda: True).passed()
     assert not model_io._checks_beside(lambda: False).passed()
     assert not model_io._checks_beside(lambda: 1 / 0).passed()
+
+
+@pytest.mark.parametrize("region", [True, False])
+def test_onnx_reads_the_model_only_once_the_checks_beside_passed(region, tmp_path, capsys, monkeypatch, forks):
+    # onnx's inference and checker are not meant for what the checks refuse: the lowering
+    # confirms them first, on the region way and on the whole-model way (a sequence at the
+    # model's boundary).
+    from seqlower import model_io
+    from tests.helpers import seq
+    from tests.test_repeats import _chain
+
+    events: list[str] = []
+    infer, check, confirm = onnx.shape_inference.infer_shapes, onnx.checker.check_model, model_io.ChecksBeside.confirm
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: events.append("onnx") or infer(*a, **k))
+    monkeypatch.setattr(onnx.checker, "check_model", lambda *a, **k: events.append("onnx") or check(*a, **k))
+    monkeypatch.setattr(model_io.ChecksBeside, "confirm", lambda self: events.append("confirmed") or confirm(self))
+    m = _chain(6, dim=24)
+    if not region:
+        m.graph.output.append(seq("s0", FLOAT, [None, 24]))
+    src = tmp_path / "m.onnx"
+    onnx.save(m, src)
+    code, err = _lower_cli(src, tmp_path / "out.onnx", capsys)
+    assert code == 0, err
+    assert forks == [True] and events[0] == "confirmed" and "onnx" in events

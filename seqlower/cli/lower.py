@@ -129,7 +129,8 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower.cli.verify import compare, load_given_inputs
     from seqlower.model_check import InferredTypes
-    from seqlower.model_io import check_model, read_model_beside, read_model_held, read_model_proto, stage_model
+    from seqlower.model_io import (ChecksNotPassed, check_model, read_model_beside, read_model_held, read_model_proto,
+                                   stage_model)
     from seqlower.pipeline import LowerOptions, lower_proto_with_report
     from seqlower.targets import load_target
 
@@ -142,7 +143,7 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     t = time.perf_counter()
     inferred = InferredTypes()
     # The checks that only refuse run beside the lowering (a big model, on a system that
-    # forks): what it made is used only once they passed; else the model is read again,
+    # forks) until onnx's code reads the model; if they did not pass, it is read again,
     # checked here, and lowered again (what they refuse is refused as it always is).
     proto, weights, checks = read_model_beside(src, types=inferred)
     counting = _counting(args)
@@ -154,7 +155,10 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     base_dir = str(src.parent.absolute())
     try:
         lowered, report = lower_proto_with_report(proto, options, base_dir=base_dir, label=str(src),
-                                                  inferred=inferred, weights=weights)
+                                                  inferred=inferred, weights=weights,
+                                                  ready=checks.confirm if checks is not None else None)
+    except ChecksNotPassed:
+        pass
     except Exception:
         if checks is None or checks.passed():
             raise
