@@ -14,9 +14,11 @@ import logging
 import mmap
 import os
 import shutil
+import sys
 import tempfile
+import threading
 import warnings
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -204,13 +206,10 @@ class ChecksBeside:
             raise ChecksNotPassed
 
 
-def _checks_beside(run: Any) -> ChecksBeside | None:
+def _checks_beside(run: Callable[[], bool]) -> ChecksBeside | None:
     """``run()`` (True: passed) in a forked child, or None where this process cannot fork
     safely: not Linux, or other threads running (a fork copies only this one, and the
     locks the others hold)."""
-    import sys
-    import threading
-
     if not sys.platform.startswith("linux") or threading.active_count() > 1:
         return None
     try:
