@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 import onnx
 
 __all__ = ["ELEMENT_BYTES", "GENERATED_DIM", "canonical_subgraphs", "copy_fields", "data_bytes", "encode_varint",
-           "innermost_type", "iter_tensor_protos", "numbered_type", "own_names", "reads_and_names", "shape_dims",
+           "innermost_type", "iter_tensor_protos", "names_dims", "numbered_type", "own_names", "reads_and_names", "shape_dims",
            "strict_graph", "utf8_nodes", "value_infos"]
 
 # How onnx's inference names a dim it cannot infer.
@@ -270,11 +270,16 @@ def shape_dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
     return list(tp.tensor_type.shape.dim)
 
 
+def names_dims(tp: onnx.TypeProto) -> bool:
+    """Whether ``tp`` (inside its sequences and optionals) names a dim."""
+    return any(d.dim_param for d in shape_dims(tp))
+
+
 def numbered_type(tp: onnx.TypeProto, symbols: dict[str, str]) -> bytes:
     """``tp`` serialized with each dim name replaced by its number in ``symbols`` (new
     names numbered as they come). A name onnx made up (``unk__k``) is numbered apart from
     the model's own: the lowering takes the one for unknown and the other for a dim."""
-    if not any(d.dim_param for d in shape_dims(tp)):
+    if not names_dims(tp):
         return tp.SerializeToString(deterministic=True)
     c = onnx.TypeProto()
     c.CopyFrom(tp)

@@ -31,7 +31,8 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.protos import canonical_subgraphs, numbered_type, outer_reads, own_names, shape_dims, subgraphs_of
+from seqlower.protos import (canonical_subgraphs, names_dims, numbered_type, outer_reads, own_names, shape_dims,
+                             subgraphs_of)
 from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type, _reads,
                               _small_constant, topological)
 from seqlower.weights import Weights, is_stub
@@ -225,14 +226,19 @@ class _Keys:
             return b"\0".join(described)
         for o in m.outputs:
             tp = self._type(o)
-            if tp is None or tp.WhichOneof("value") != "tensor_type":
+            if not self.output_fits(o, tp):
                 return None
-            if tp.tensor_type.elem_type not in _NUMBERS and o in self.region_reads:
-                return None  # what the rest of the region reads of it: numbers only (see the doc)
             # The template declares only the element type (``output_types``): the lowering
             # declares the shape, where inference may have named unknown dims per member.
             described.append(b"o" + bytes(str(tp.tensor_type.elem_type), "ascii"))
         return b"\0".join(described)
+
+    def output_fits(self, o: str, tp: onnx.TypeProto | None) -> bool:
+        """Whether a member's output ``o`` of type ``tp`` lets it be lowered apart: a tensor,
+        of numbers where the rest of the region reads it (see the module's doc)."""
+        if tp is None or tp.WhichOneof("value") != "tensor_type":
+            return False
+        return tp.tensor_type.elem_type in _NUMBERS or o not in self.region_reads
 
     def _attributes(self, attrs: Any) -> int:
         """A number for ``attrs`` (what a node's attributes are without names), the same for
@@ -299,16 +305,11 @@ class _Keys:
         return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape), declared)
 
 
-def _named(tp: onnx.TypeProto) -> bool:
-    """Whether ``tp`` names a dim (what ``_renamed`` renames)."""
-    return any(d.dim_param for d in shape_dims(tp))
-
-
 def _renamed(tp: onnx.TypeProto, names: Mapping[str, str], suffix: str) -> onnx.TypeProto:
     """A template's type as a copy declares it: the template's dim names as the copy's
     (``names``), and a name the template's lowering made up (``unk__k``) made the copy's
     own with ``suffix``: one name in two copies would say the two dims are equal."""
-    if not _named(tp):
+    if not names_dims(tp):
         return tp
     c = onnx.TypeProto()
     c.CopyFrom(tp)
@@ -381,13 +382,7 @@ class Plan:
         if not self.keys.lazy:
             return True
         types = {v.name: v.type for v in lowered.graph.output}
-        for o in m.outputs:
-            tp = types.get(o)
-            if tp is None or tp.WhichOneof("value") != "tensor_type":
-                return False
-            if tp.tensor_type.elem_type not in _NUMBERS and o in self.keys.region_reads:
-                return False
-        return True
+        return all(self.keys.output_fits(o, types.get(o)) for o in m.outputs)
 
     def may_make_template(self, m: Member) -> bool:
         k = self._shape_of[id(m)]
@@ -402,7 +397,7 @@ class Plan:
         names, suffix = _symbol_names(group, len(group.members) - 1)
         outputs = self._outputs.get(id(lowered))
         if outputs is None:
-            outputs = self._outputs[id(lowered)] = [(v.type, _named(v.type)) for v in lowered.graph.output]
+            outputs = self._outputs[id(lowered)] = [(v.type, names_dims(v.type)) for v in lowered.graph.output]
         for o, (tp, named) in zip(m.outputs, outputs):
             self.known[o] = _renamed(tp, names, suffix) if named else tp
 
@@ -482,8 +477,8 @@ def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str,
     add_node, add_reads, add_made = out.nodes.append, out.reads.append, out.made.append
     out_types = {v.name: v.type for v in lg.output}
     # (with whether the type names a dim, which a copy renames: most have none)
-    infos = [(v, _named(v.type)) for v in lg.value_info if v.name in own or v.name in rep.outputs]
-    named_outputs = {o for o in rep.outputs if _named(out_types[o])}
+    infos = [(v, names_dims(v.type)) for v in lg.value_info if v.name in own or v.name in rep.outputs]
+    named_outputs = {o for o in rep.outputs if names_dims(out_types[o])}
     for j, m in enumerate(group.members):
         counterpart = [*m.inputs, *m.values]
         names: dict[str, str] = dict(shared)

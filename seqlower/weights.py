@@ -361,8 +361,8 @@ def _plain_tensor(data: bytes | mmap.mmap, start: int, end: int) -> tuple[str, i
 def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> tuple[set[int], list[int], list[int]]:
     """``Held.plain_nodes``, ``Held.attributed`` and ``Held.external`` of the node entries at
     ``spans`` (entry start, payload start, payload end). The nodes of a graph are one block
-    of bytes in the files exporters and onnx write: read as one block then (one decode,
-    one search per marker), node by node otherwise."""
+    of bytes in the files exporters and onnx write: read as one block then (one strict
+    parse, one search per marker), node by node where that parse fails or they are not."""
     if not spans:
         return set(), [], []
     first, last = spans[0][0], spans[-1][2]
@@ -396,23 +396,15 @@ def _read_nodes(data: bytes | mmap.mmap, spans: list[tuple[int, int, int]]) -> t
             return set(range(len(spans))), sorted(attributed), external
         except DecodeError:
             pass  # some node's text is not: which, node by node
-    try:
-        if not contiguous:
-            raise UnicodeDecodeError("utf-8", b"", 0, 0, "the nodes are not one block")
-        # (the entries' tags, 0x0A, and one-byte lengths keep each node's strings apart)
-        str(view[first:last], "utf-8")
-        decoded = set(range(len(spans)))
-    except UnicodeDecodeError:
-        decoded = set()
-        for k, (_, start, end) in enumerate(spans):
-            if k in attributed:
-                continue  # (never plain by this test: see below)
-            try:
-                str(view[start:end], "utf-8")
-                decoded.add(k)
-            except UnicodeDecodeError:
-                pass
-    plain = decoded - attributed
+    plain: set[int] = set()
+    for k, (_, start, end) in enumerate(spans):
+        if k in attributed:
+            continue  # (never plain by this test: see below)
+        try:
+            str(view[start:end], "utf-8")
+            plain.add(k)
+        except UnicodeDecodeError:
+            pass
     if attributed:
         # The rest read as one strict message in C, their entries as they are (a graph's
         # node field is field 1, as theirs is in the file): text throughout, or looked at

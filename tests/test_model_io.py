@@ -234,9 +234,13 @@ def test_checks_beside_warn_and_sort_as_the_reader_does(tmp_path, capsys, monkey
 def test_checks_beside_pass_and_the_lowering_is_the_same(tmp_path, capsys, monkeypatch, forks):
     from tests.test_repeats import _chain
 
+    from seqlower.cli import main
+
     src = tmp_path / "chain.onnx"
     onnx.save(_chain(6, dim=24), src)
-    code, _ = _lower_cli(src, tmp_path / "beside.onnx", capsys)
+    # (--verify: the executor runs the model and what the lowering beside the checks made)
+    code = main(["lower", str(src), "-o", str(tmp_path / "beside.onnx"), "-q", "--verify"])
+    capsys.readouterr()
     assert forks == [True]
     _sequential(monkeypatch)
     alone, _ = _lower_cli(src, tmp_path / "alone.onnx", capsys)
