@@ -7,6 +7,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.builder import Builder
+from seqlower.irutil import const_tensor
 
 __all__ = ["INT64", "MAX_INT64", "Ops", "split_rank"]
 
@@ -145,7 +146,7 @@ class Ops:
         (append) or ``n - 1`` (``default="last"``)."""
         if p is None:
             return n if default == "n" else self.op("Sub", [n, self.scalar(1)], f"{name}_last")
-        known = ir.convenience.get_const_tensor(p)
+        known = const_tensor(p)
         if known is not None and known.size == 1:
             # A constant position needs no test: itself, or counted from the end.
             k = int(known.numpy().reshape(()))
@@ -175,7 +176,7 @@ class Ops:
 
 def split_rank(split: ir.Value) -> int:
     """The rank of SplitToSequence's ``split`` (0: chunks of k; 1: sizes)."""
-    c = ir.convenience.get_const_tensor(split)
+    c = const_tensor(split)
     shape = ir.Shape(c.shape) if c is not None else split.shape
     assert shape is not None, "the analysis keeps splits of unknown rank Flat-blocked"
     return shape.rank()

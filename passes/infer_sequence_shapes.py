@@ -396,7 +396,7 @@ def _cone_proto(model: ir.Model, news: list[ir.Value]) -> onnx.ModelProto | None
         producer = v.producer()
         if producer is not None and producer.op_type == "Constant" and is_default_domain(producer):
             graph.node.append(ir.serde.serialize_node(producer))
-        elif v.const_value is not None and v.const_value.nbytes <= _SMALL_BYTES and not isinstance(v.const_value, ir.ExternalTensor):
+        elif v.const_value is not None and not v.is_graph_input() and v.const_value.nbytes <= _SMALL_BYTES and not isinstance(v.const_value, ir.ExternalTensor):
             graph.initializer.append(ir.serde.serialize_tensor(v.const_value))
             graph.initializer[-1].name = v.name or ""
         elif v.type is None:

@@ -12,7 +12,7 @@ import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
 
-__all__ = ["anchored_shape", "const_array", "const_position", "graph_label", "graphs_of", "is_default_domain",
+__all__ = ["anchored_shape", "const_array", "const_tensor", "const_position", "graph_label", "graphs_of", "is_default_domain",
            "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label", "subgraphs"]
 
 
@@ -35,10 +35,17 @@ def graph_label(graph: ir.Graph | ir.Function, parent: str | None = None) -> str
 _ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def const_array(v: ir.Value | None) -> np.ndarray | None:
-    if v is None:
+def const_tensor(v: ir.Value | None) -> ir.TensorProtocol | None:
+    """``v``'s value when it is fixed: an initializer or a Constant's output, never a graph
+    input. (An initializer that is also a graph input, IR >= 4, is a default the caller may
+    override: onnx's backend models feed positions that way, so folding it is wrong.)"""
+    if v is None or v.is_graph_input():
         return None
-    t = ir.convenience.get_const_tensor(v)
+    return ir.convenience.get_const_tensor(v)
+
+
+def const_array(v: ir.Value | None) -> np.ndarray | None:
+    t = const_tensor(v)
     if t is None:
         return None
     try:

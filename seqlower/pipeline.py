@@ -22,6 +22,7 @@ from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_check import InferredTypes, check_types
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
+from seqlower.ops import facts
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
@@ -94,7 +95,11 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     declared = {v.name for v in (*model.graph.inputs, *model.graph.outputs)}
     model.meta[REPORT_KEY] = []
     model.meta[NOTES_KEY] = []
+    overridable = [v.name for v in model.graph.inputs if v.const_value is not None
+                   and any(facts(u.node.op_type) is not None and facts(u.node.op_type).family in _LIST_FAMILIES
+                           for u in v.uses())]
     model = _run_passes(build_passes(options, check_each=options.check_each_pass), model)
+    report.notes.extend(overridable_notes(overridable))
     _forget_impossible_dims(model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
@@ -125,6 +130,16 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
             report.remaining.append({"value": v.name, "type": v.type, "graph": v.graph, "reason": reason})
     report.gaps = target_gaps(proto, load_target(options.target), report.kept_loops)
     return model, report
+
+
+_LIST_FAMILIES = ("sequence", "optional", "ml")
+
+
+def overridable_notes(names: list[str]) -> list[str]:
+    """What the report says of initializers that are also graph inputs: defaults the
+    caller may override, read at run time (never folded)."""
+    return [f"graph input {x!r} has an initializer: a default the caller may override, so the lowering reads"
+            " it at run time (what it positions or sizes is lowered dynamic, not folded)" for x in names]
 
 
 def _shapeless_boundary(model: ir.Model) -> set[str]:
@@ -250,6 +265,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             rest, report = _lower_region(region, label, options, region.reserved | kept_names)
         else:
             rest, report = None, LowerReport()
+        report.notes.extend(overridable_notes([x for x in region.inputs if x in found.index.overridable]))
         lowered, lowered_nodes, copied_infos = _with_copies(found, region, rest, report, templates) if templates \
             else (rest, None, [])
         # The region's gaps are the lowered sub-model's; outside it there is no sequence,

@@ -214,6 +214,7 @@ class _Index:
         self.graph_inputs = [v.name for v in g.input]
         self.graph_outputs = {v.name for v in g.output}
         self.init_names = [t.name for t in g.initializer]
+        self.overridable = set(self.graph_inputs).intersection(self.init_names)
         self.names = set().union(found.outs and set().union(*found.outs), self.graph_inputs, self.init_names,
                                  *self.inner.values())
         self.names.discard("")
@@ -365,9 +366,12 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     types = dict(index.types)
     # A held weight of numbers (a float type) comes in as a typed input: the lowering reads
     # the values of positions, sizes, shapes and masks, which are integers or booleans.
+    # An initializer that is also a graph input is a default the caller may override: it
+    # comes in as an input like any other, never as a constant.
+    overridable = index.overridable
     initializers = {x: weights.tensor(x) if weights is not None and x in weights.spans
                     and g.initializer[i].data_type not in _NUMBERS else g.initializer[i]
-                    for i, x in enumerate(index.init_names) if x in wanted}
+                    for i, x in enumerate(index.init_names) if x in wanted and x not in overridable}
     # What the sub-model's boundary needs a type for and nothing else gives: not the values
     # that come in as constants, nor what ``lowered`` and ``output_types`` type.
     needed = [x for x in sub_in if x not in initializers and (lowered is None or x not in lowered)

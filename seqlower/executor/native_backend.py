@@ -30,8 +30,9 @@ class NativeBackend:
         self.name = name
         self._data = proto.SerializeToString()
         self._key = hashlib.sha256(self._data).hexdigest()
-        inits = {i.name for i in proto.graph.initializer}
-        self._inputs = [v.name for v in proto.graph.input if v.name not in inits]
+        # Every input, those with a default too: the executor feeds the default unless the
+        # caller gave a value.
+        self._inputs = [v.name for v in proto.graph.input]
         self._load()
 
     def _load(self) -> None:

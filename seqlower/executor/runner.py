@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+from onnx import numpy_helper
+
 from seqlower.errors import ExecutionError
 from seqlower.executor.abi import Abi, read_abi
 from seqlower.executor.inputs import Port
@@ -48,6 +50,10 @@ class Executor:
         graph = self.proto.graph
         inits = {i.name for i in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
         self.raw_inputs = [Port(v.name, v.type) for v in graph.input if v.name not in inits]
+        # Inputs with an initializer (IR >= 4): defaults the caller may override. They may
+        # be fed; unfed, every backend is given the default, so all run the same graph.
+        self.defaults: dict[str, Any] = {
+            t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name in {v.name for v in graph.input}}
         self.raw_outputs = [Port(v.name, v.type) for v in graph.output]
         self.inputs = self._logical(self.raw_inputs, self.abi.inputs if self.abi else {})
         self.outputs = self._logical(self.raw_outputs, self.abi.outputs if self.abi else {})
@@ -90,9 +96,9 @@ class Executor:
         names = [p.name for p in self.inputs]
         if missing := [n for n in names if n not in feeds]:
             raise ExecutionError(f"missing value for input {missing[0]!r}")
-        if extra := sorted(set(feeds) - set(names)):
+        if extra := sorted(set(feeds) - set(names) - self.defaults.keys()):
             raise ExecutionError(f"{extra[0]!r} is not an input of the model (inputs: {', '.join(names)})")
-        physical: dict[str, Any] = {}
+        physical: dict[str, Any] = {k: v for k, v in self.defaults.items() if k not in feeds}
         for name, value in feeds.items():
             value = normalize(value)
             if self.abi and name in self.abi.inputs:
