@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 
+import onnx
 import onnx_ir as ir
 
 from seqlower.analysis import node_label
@@ -37,6 +38,29 @@ logger = logging.getLogger(__name__)
 
 def _is_zip_map(node: ir.Node) -> bool:
     return node.op_type == "ZipMap" and node.domain == "ai.onnx.ml"
+
+
+def _imports_ai_onnx(model: ir.Model) -> bool:
+    return "" in model.opset_imports or "ai.onnx" in model.opset_imports
+
+
+# ai.onnx.ml classifiers whose second output (the scores) the spec makes [N, E]; onnx has
+# no inference function for some of them (TreeEnsembleClassifier).
+_SCORES_2D = frozenset({"LinearClassifier", "SVMClassifier", "TreeEnsembleClassifier"})
+
+
+def _infer_shape(model: ir.Model, x: ir.Value) -> None:
+    """``x``'s shape as onnx's inference finds it (the ml ops have inference functions;
+    an ml-only model, which the other passes leave alone, is small), else as the spec of
+    the classifier making it says."""
+    p = x.producer()
+    if p is not None and p.domain == "ai.onnx.ml" and p.op_type in _SCORES_2D and x.index() == 1:
+        x.shape = ir.Shape([None, None])
+    proto = onnx.shape_inference.infer_shapes(ir.serde.serialize_model(model))
+    for vi in proto.graph.value_info:
+        if vi.name == x.name and vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
+            x.shape = ir.serde.deserialize_type_proto_for_shape(vi.type)
+            return
 
 
 class LowerZipMapPass(ir.passes.InPlacePass):
@@ -72,6 +96,13 @@ class LowerZipMapPass(ir.passes.InPlacePass):
         attrs = node.attributes
         if ("classlabels_int64s" in attrs) == ("classlabels_strings" in attrs):
             return "it has both or neither of classlabels_int64s and classlabels_strings"
+        x = node.inputs[0]
+        if not _imports_ai_onnx(model) and x.shape is None:
+            _infer_shape(model, x)
+        if not _imports_ai_onnx(model) and (x.shape is None or x.shape.rank() != 2 or x.is_graph_output()
+                                            or x.is_graph_input()):
+            return ("the model imports no ai.onnx opset, and its input is not a rank-2 value of its own"
+                    " that could be returned as it is (a Reshape or an Identity would need one)")
         return ""
 
     @staticmethod
@@ -84,12 +115,17 @@ class LowerZipMapPass(ir.passes.InPlacePass):
             key_type, labels = "INT64", [int(k) for k in attrs["classlabels_int64s"].as_ints()]
         else:
             key_type, labels = "STRING", list(attrs["classlabels_strings"].as_strings())
-        b = Builder(graph, None, default_opset(model), names, main_graph=True, after=node)
         x = node.inputs[0]
-        if x.shape is not None and x.shape.rank() == 2:
+        if not _imports_ai_onnx(model):
+            # No op can be emitted (IR 3 ml-only models, onnxmltools' output): the scores
+            # are returned as they are, under their own name.
+            values = x
+        elif x.shape is not None and x.shape.rank() == 2:
+            b = Builder(graph, None, default_opset(model), names, main_graph=True, after=node)
             values = b.identity(x, f"{name}_values")
             values.shape = x.shape
         else:
+            b = Builder(graph, None, default_opset(model), names, main_graph=True, after=node)
             # A [C] input is one row; an input of unknown rank (what inference knows of
             # the ml ops before it) is still rank 1 or 2: [N, C] either way, so the model
             # output declares its rank.

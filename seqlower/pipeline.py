@@ -26,6 +26,7 @@ from seqlower.ops import facts
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.passes.schedule import build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
@@ -98,7 +99,13 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     overridable = [v.name for v in model.graph.inputs if v.const_value is not None
                    and any(facts(u.node.op_type) is not None and facts(u.node.op_type).family in _LIST_FAMILIES
                            for u in v.uses())]
-    model = _run_passes(build_passes(options, check_each=options.check_each_pass), model)
+    if "" in model.opset_imports or "ai.onnx" in model.opset_imports:
+        passes = build_passes(options, check_each=options.check_each_pass)
+    else:
+        # No ai.onnx op can be in the model (sequence ops are ai.onnx ops) nor be emitted
+        # into it: only an ml-only classifier's ZipMap can go, returned as its input.
+        passes = [] if load_target(options.target).sequences else [LowerZipMapPass()]
+    model = _run_passes(passes, model) if passes else model
     report.notes.extend(overridable_notes(overridable))
     _forget_impossible_dims(model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))

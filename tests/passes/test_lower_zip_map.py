@@ -109,3 +109,64 @@ def test_zipmap_kernel_refuses_what_onnxruntime_refuses(feed, labels, message):
         Executor(m).run({"x": feed})
     with pytest.raises(ExecutionError):
         Executor(m, backend="onnxruntime").run({"x": feed})
+
+
+def _ml_only(labels, zipmap: bool = True, tree: bool = False) -> onnx.ModelProto:
+    """A classifier as onnxmltools writes one: IR 3, only ai.onnx.ml imported (no ai.onnx
+    opset), nothing declaring the scores' shape."""
+    key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_ints"
+    if tree:
+        clf = helper.make_node(
+            "TreeEnsembleClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml", post_transform="NONE",
+            nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[1, 0, 0], nodes_values=[0.3, 0, 0],
+            nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0],
+            nodes_hitrates=[1.0] * 3, nodes_missing_value_tracks_true=[0] * 3,
+            class_treeids=[0] * 2 * len(labels), class_nodeids=[1] * len(labels) + [2] * len(labels),
+            class_ids=list(range(len(labels))) * 2, class_weights=[0.7, 0.3, 0.1, 0.9][: 2 * len(labels)],
+            **{key.replace("ints", "int64s"): labels})
+    else:
+        clf = helper.make_node(
+            "LinearClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml", post_transform="SOFTMAX",
+            coefficients=[0.5, -1, 2, -0.5, 1, -2], intercepts=[0.1, -0.1], **{key: labels})
+    label_type = onnx.TensorProto.STRING if isinstance(labels[0], str) else onnx.TensorProto.INT64
+    outputs = [helper.make_tensor_value_info("label", label_type, ["N"])]
+    nodes = [clf]
+    if zipmap:
+        zkey = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_int64s"
+        nodes.append(helper.make_node("ZipMap", ["scores"], ["probabilities"], domain="ai.onnx.ml", **{zkey: labels}))
+        outputs.append(_maps("probabilities", label_type))
+    else:
+        outputs.append(helper.make_tensor_value_info("scores", FLOAT, ["N", len(labels)]))
+    g = helper.make_graph(nodes, "ml_only", [helper.make_tensor_value_info("X", FLOAT, ["N", 3])], outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)], ir_version=3)
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+@pytest.mark.parametrize("labels, tree", [([0, 1], False), (["no", "yes"], False), ([4, 9], True)])
+def test_a_model_importing_only_ai_onnx_ml_lowers_its_zipmap(labels, tree):
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.executor.verify import verify
+
+    m = _ml_only(labels, tree=tree)
+    low_ir, report = lower_with_report(load_model(m), LowerOptions())
+    low = to_proto(low_ir)
+    onnx.checker.check_model(low, full_check=True)
+    assert report.tensor_only and [n.op_type for n in low.graph.node] == [m.graph.node[0].op_type]
+    # Nothing emitted: no opset is added, the IR version stays.
+    assert [(o.domain, o.version) for o in low.opset_import] == [("ai.onnx.ml", 1)] and low.ir_version == 3
+    feed = {"X": np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32)}
+    for backend in ("reference", "onnxruntime"):
+        assert verify(m, low, inputs=[feed], backend=backend).equivalent
+
+
+def test_a_model_importing_only_ai_onnx_ml_passes_through_where_nothing_lowers():
+    from seqlower import LowerOptions, load_model, lower_with_report
+
+    # No ZipMap: nothing to do. A target with sequences: the ZipMap stays, with the reason.
+    for m, target in [(_ml_only([0, 1], zipmap=False), "generic"), (_ml_only([0, 1]), "onnxruntime")]:
+        low_ir, report = lower_with_report(load_model(m), LowerOptions(target=target))
+        low = to_proto(low_ir)
+        assert [n.op_type for n in low.graph.node] == [n.op_type for n in m.graph.node]
+        assert [(o.domain, o.version) for o in low.opset_import] == [("ai.onnx.ml", 1)]
+        assert all("internal" not in r.get("reason", "") for r in report.remaining)
