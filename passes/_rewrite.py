@@ -12,7 +12,7 @@ import onnx_ir as ir
 
 from seqlower.analysis import graph_label, node_label, shape_json
 from seqlower.passes.keys import ABI_KEY, NOTES_KEY, OPTIONAL_SEQUENCES_KEY, REPORT_KEY
-from seqlower.builder import Builder, NameAuthority, default_opset, subgraphs
+from seqlower.builder import Builder, NameAuthority, ai_onnx_opset, subgraphs
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
@@ -48,9 +48,12 @@ def subgraph_scopes(node: ir.Node, scope: Scope) -> Iterator[Scope]:
 def walk_scopes(model: ir.Model) -> Iterator[Scope]:
     """The main graph and every model-local function, with their ai.onnx opset (bodies
     are reached by the passes themselves, in node order)."""
-    yield Scope(model.graph, "main", default_opset(model), True)
+    # A graph importing no ai.onnx opset holds no sequence op, and nothing may be emitted.
+    if (opset := ai_onnx_opset(model)) is not None:
+        yield Scope(model.graph, "main", opset, True)
     for f in model.functions.values():
-        yield Scope(f, graph_label(f), default_opset(model, f), False)
+        if (opset := ai_onnx_opset(model, f)) is not None:
+            yield Scope(f, graph_label(f), opset, False)
 
 
 def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthority, anchor: ir.Node, owned: bool) -> None:

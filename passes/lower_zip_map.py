@@ -55,7 +55,7 @@ def _infer_shape(model: ir.Model, x: ir.Value) -> None:
     the classifier making it says."""
     p = x.producer()
     if p is not None and p.domain == "ai.onnx.ml" and p.op_type in _SCORES_2D and x.index() == 1:
-        x.shape = ir.Shape([None, None])
+        x.shape, x.type = ir.Shape([None, None]), ir.TensorType(ir.DataType.FLOAT)
     proto = onnx.shape_inference.infer_shapes(ir.serde.serialize_model(model))
     for vi in proto.graph.value_info:
         if vi.name == x.name and vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):

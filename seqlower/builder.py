@@ -27,18 +27,24 @@ import onnx_ir as ir
 from seqlower.regions import RESERVED_NAMES_KEY
 from seqlower.irutil import graphs_of, subgraphs
 
-__all__ = ["Builder", "NameAuthority", "default_opset", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
+__all__ = ["Builder", "NameAuthority", "ai_onnx_opset", "default_opset", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
 
 logger = logging.getLogger(__name__)
 
 
-def default_opset(model: ir.Model, graph: ir.Graph | ir.Function | None = None) -> int:
-    """The ai.onnx opset in force in ``graph`` (a function may import its own)."""
+def ai_onnx_opset(model: ir.Model, graph: ir.Graph | ir.Function | None = None) -> int | None:
+    """The ai.onnx opset in force in ``graph`` (a function may import its own); None where
+    none is imported (an ml-only model: no ai.onnx op is in it, none may be emitted)."""
     if isinstance(graph, ir.Function):
         v = graph.opset_imports.get("", graph.opset_imports.get("ai.onnx"))
         if v is not None:
             return v
-    v = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+
+
+def default_opset(model: ir.Model, graph: ir.Graph | ir.Function | None = None) -> int:
+    """``ai_onnx_opset``, where a pass is about to emit ai.onnx ops."""
+    v = ai_onnx_opset(model, graph)
     if v is None:
         raise ValueError("the model imports no ai.onnx opset")
     return v

@@ -410,3 +410,19 @@ def test_inspect_svg_needs_graphviz(capsys, tmp_path, seq_model, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     code, _, err = cli(capsys, "inspect", seq_model, "--svg", tmp_path / "w.svg")
     assert code == 2 and "needs Graphviz's dot" in err and not (tmp_path / "w.svg").exists()
+
+
+@pytest.mark.parametrize("tree", [False, True])
+def test_every_subcommand_takes_a_model_importing_only_ai_onnx_ml(capsys, tmp_path, tree):
+    from tests.passes.test_lower_zip_map import _ml_only
+
+    src = tmp_path / "clf.onnx"
+    onnx.save(_ml_only([3, 5], tree=tree), src)
+    before = src.read_bytes()
+    for argv, code in [(["inspect", src], 0), (["check", src], 1), (["run", src], 0),
+                       (["lower", src, "-o", tmp_path / "out.onnx", "--verify", "-q"], 0),
+                       (["check", tmp_path / "out.onnx"], 0), (["verify", src, tmp_path / "out.onnx"], 0),
+                       (["lower", src, "-o", tmp_path / "ort.onnx", "--target", "onnxruntime", "-q"], 0)]:
+        got, out, err = cli(capsys, *argv)
+        assert got == code and "internal error" not in err, (argv, out, err)
+    assert src.read_bytes() == before
