@@ -9,6 +9,12 @@ nowhere else (SEMANTICS.md, "Opset rules for emitted nodes"):
 - ``Squeeze`` / ``Unsqueeze``: ``axes`` attribute up to 12, input from 13.
 - ``ReduceSum``: ``axes`` input from 13; the other Reduce ops from 18.
 
+- Every node is held to onnx's schema of its op at the graph's opset as it is made: the
+  op exists there and takes its inputs' dtypes (``unsupported``). ``Max``/``Min`` on
+  integers below opset 12 (which has them for floats only) are written with
+  ``Greater``/``Less`` and ``Where``; anything else the schema refuses is an internal
+  error naming the op, never a model the checker refuses.
+
 The model's opset is never changed. Outputs get a dtype and, where it can be computed,
 a shape, so lowered values are shape-inferred as they are made. Constants go to
 initializers in the main graph and to ``Constant`` nodes in subgraphs and functions
@@ -18,16 +24,18 @@ wild, so runtimes handle them less well).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from seqlower.regions import RESERVED_NAMES_KEY
 from seqlower.irutil import graphs_of, subgraphs
 
-__all__ = ["Builder", "NameAuthority", "ai_onnx_opset", "default_opset", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
+__all__ = ["Builder", "NameAuthority", "ai_onnx_opset", "default_opset", "type_string", "unsupported", "merge_dims", "merge_shapes", "subgraphs", "concat_shape"]
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +154,51 @@ def concat_shape(shapes: Sequence[ir.Shape | None], axis: int, new_axis: bool) -
     return ir.Shape(dims)
 
 
+@functools.cache
+def _schema(op: str, opset: int) -> onnx.defs.OpSchema | None:
+    try:
+        return onnx.defs.get_schema(op, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+@functools.cache
+def unsupported(op: str, opset: int, types: tuple[str | None, ...]) -> str | None:
+    """Why the default-domain ``op`` at ``opset`` does not take inputs of ``types`` (onnx's
+    type strings, ``tensor(int64)``; None: unknown, not checked), or None when it does, by
+    onnx's own schemas."""
+    schema = _schema(op, opset)
+    if schema is None:
+        return f"{op} does not exist at opset {opset}"
+    if schema.deprecated:
+        return f"{op} is deprecated at opset {opset}"
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    formals = schema.inputs
+    for i, name in enumerate(types):
+        if name is None or not formals:
+            continue
+        formal = formals[min(i, len(formals) - 1)]
+        if name not in allowed.get(formal.type_str, {formal.type_str}):
+            return f"{op}-{schema.since_version} (in force at opset {opset}) does not take {name} as input {i}"
+    return None
+
+
+def type_string(t: ir.TypeProtocol | None) -> str | None:
+    """onnx's name of a type (``tensor(float16)``, ``seq(tensor(int64))``), None where a
+    part is unknown."""
+    if isinstance(t, ir.TensorType):
+        return f"tensor({t.dtype.name.lower()})" if t.dtype != ir.DataType.UNDEFINED else None
+    if isinstance(t, (ir.SequenceType, ir.OptionalType)):
+        inner = type_string(t.elem_type)
+        kind = "seq" if isinstance(t, ir.SequenceType) else "optional"
+        return f"{kind}({inner})" if inner is not None else None
+    return None
+
+
+def _dtypes(inputs: Sequence[ir.Value | None]) -> tuple[str | None, ...]:
+    return tuple(type_string(v.type) if v is not None else None for v in inputs)
+
+
 class Builder:
     """Emits default-domain nodes before ``anchor`` in ``graph`` (or appends when
     ``anchor`` is None), under the given opset."""
@@ -180,6 +233,8 @@ class Builder:
         outputs: Sequence[str],
         node_name: str,
     ) -> ir.Node:
+        if why := unsupported(op, self.opset, _dtypes(inputs)):
+            raise ValueError(f"the lowering would emit an op its opset refuses: {why} (internal error)")
         attributes = [ir.convenience.convert_attribute(k, v) for k, v in (attrs or {}).items()]
         node = ir.Node(
             "",
@@ -254,6 +309,12 @@ class Builder:
         **attrs: object,
     ) -> ir.Value:
         """One single-output node (default domain); ``dtype`` defaults to the first input's."""
+        if op in ("Max", "Min") and len(inputs) == 2 and unsupported(op, self.opset, _dtypes(inputs)):
+            # Integer Max/Min exist from opset 12 only.
+            a, b = inputs
+            assert a is not None and b is not None
+            pick = self.op("Greater" if op == "Max" else "Less", [a, b], f"{name}_first", ir.DataType.BOOL)
+            return self.op("Where", [pick, a, b], name, dtype, shape)
         node = self._emit(op, inputs, attrs, outputs=[name], node_name=f"{name}_{op.lower()}")
         source = inputs[1] if op == "Where" else inputs[0] if inputs else None
         if dtype is None and source is not None:

@@ -20,7 +20,11 @@ from onnx import TensorProto, helper
 
 INT64, BOOL = TensorProto.INT64, TensorProto.BOOL
 ELEMENT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.BOOL, TensorProto.STRING)
-IR_FOR_OPSET = {13: 7, 17: 8, 18: 8, 26: 13}
+OPSETS = tuple(range(11, 27))
+# The IR version each opset came with (what exporters write for it).
+IR_FOR_OPSET = {o: helper.find_min_ir_version_for([helper.make_opsetid("", o)]) for o in OPSETS}
+# Loop and If carry sequences from opset 13 (below, only tensors cross a subgraph).
+CARRY_SINCE = 13
 
 
 @dataclass
@@ -69,7 +73,7 @@ def generate(draw: Any, shapes: str = "v1", unknown_rank: bool = True) -> tuple[
     draw("int", lo, hi) or draw("choice", options). ``shapes="v2"`` adds the program
     shapes of Stage 7 (see ``_V2_STEPS``), and with ``unknown_rank`` a model input of
     unknown rank in one program of four."""
-    opset = draw("choice", [13, 17, 18, 26])
+    opset = draw("choice", list(OPSETS))
     n_rows, m_cols = draw("int", 0, 4), draw("int", 1, 3)
     family = draw("choice", ["rows", "cols"])
     elem = draw("choice", list(ELEMENT_TYPES))
@@ -180,6 +184,8 @@ def _loop(st: _State, draw: Any, opset: int) -> None:
     erase the first element; a scan output reads the carried length. "append_once"
     does not read it (the step index is scanned instead): TorchScript's append-per-step
     pattern, which becomes a scan output."""
+    if opset < CARRY_SINCE:
+        return _insert(st, draw, opset)
     k = len(st.shapes)
     kinds = ["append", "append_once", "append_even"]
     kind = draw("choice", kinds + ["erase"] if k else kinds)
@@ -224,6 +230,8 @@ def _loop(st: _State, draw: Any, opset: int) -> None:
 
 def _if(st: _State, draw: Any, opset: int) -> None:
     """Branches of different lengths: insert at a run-time position vs. erase/keep."""
+    if opset < CARRY_SINCE:
+        return _insert(st, draw, opset)
     k = len(st.shapes)
     cond = draw("choice", [True, False])
     c = st.fresh("cond")
@@ -319,6 +327,8 @@ def _loop_with_body(st: _State, body_nodes: list, s_in: str, s_out: str, i: str,
 
 
 def _loop_insert_front(st: _State, draw: Any, opset: int) -> None:
+    if opset < CARRY_SINCE:
+        return _insert(st, draw, opset)
     trips = draw("int", 0, 3)
     i, c, c_out, s_in, s_out = (st.fresh(b) for b in ("i", "c", "c_out", "carried", "carried_out"))
     zero = _const(st, 0, "front")
@@ -330,6 +340,8 @@ def _loop_insert_front(st: _State, draw: Any, opset: int) -> None:
 
 def _loop_insert_middle(st: _State, draw: Any, opset: int) -> None:
     """Insert x at len // 2 every step (the position computed in the body)."""
+    if opset < CARRY_SINCE:
+        return _insert(st, draw, opset)
     trips = draw("int", 0, 3)
     i, c, c_out, s_in, s_out = (st.fresh(b) for b in ("i", "c", "c_out", "carried", "carried_out"))
     length, half, two = st.fresh("len"), st.fresh("half"), _const(st, 2, "two")
@@ -379,7 +391,7 @@ def _nested_three_deep(st: _State, draw: Any, opset: int) -> None:
     """Loop > If > SequenceMap: each step, if cond, map every element to itself, else
     append x."""
     if opset < 17:
-        return _loop(st, draw, opset)
+        return _loop(st, draw, opset)  # (which falls back to an insert below 13)
     trips = draw("int", 0, 3)
     cond = draw("choice", [True, False])
     cname = st.fresh("cond")
