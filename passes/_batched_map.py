@@ -24,7 +24,7 @@ from seqlower.passes._tensor_ops import Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
 
-__all__ = ["batched_plan", "emit_batched", "run_batched"]
+__all__ = ["batched_plan", "emit_batched", "elementwise_body", "run_batched"]
 
 UNARY = frozenset({
     "Identity", "Cast", "CastLike", "Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Not", "Floor", "Ceil",
@@ -82,6 +82,30 @@ def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> 
         plan[node] = entry  # type: ignore[assignment]
         batched.update(node.outputs)
     return plan
+
+
+def elementwise_body(body: ir.Graph, batched_inputs: list[ir.Value]) -> set[ir.Value] | None:
+    """Whether every output of ``body`` is computed from its batched inputs element by
+    element, every other operand a scalar: then the body runs as it is on the elements'
+    values flattened and concatenated (a Flat list's ``values``), whatever their shapes,
+    and its results have the elements' shapes. The values computed from the batched
+    inputs, or None where it does not hold."""
+    batched: set[ir.Value] = set(batched_inputs)
+    for node in body:
+        if not is_default_domain(node) or node.op_type not in UNARY | ELEMENTWISE or node.op_type == "BitShift" \
+                or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+            if any(v in batched for v in node.inputs if v is not None):
+                return None
+            continue
+        ins = [v for v in node.inputs if v is not None]
+        if not any(v in batched for v in ins):
+            continue
+        if node.op_type in UNARY and node.inputs[0] not in batched:
+            return None  # (Clip's bounds or CastLike's target from the element)
+        if any(v not in batched and _rank(v) != 0 for v in ins):
+            return None  # an operand that would broadcast the element to another shape
+        batched.update(node.outputs)
+    return batched if all(v in batched for v in body.outputs) else None
 
 
 # A node's plan when the body cannot be batched through it.

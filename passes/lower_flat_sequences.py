@@ -45,9 +45,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.passes._batched_map import elementwise_body
 from seqlower.passes._rewrite import (
     Scope,
     append_once,
+    inline_map_body,
     replace_output,
     sequence_abi_entry,
 )
@@ -757,6 +759,8 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
             lw.make(out, o.empty(dtype), shapes, ranks, o, dtype)
         return "empty lists: the mapped list is empty"
     first = lw.seq(node.inputs[0])
+    if _elementwise_map(lw, node, body, first, o):
+        return "the body once on the values (elementwise): no Loop"
 
     def element(inp: ir.Value, it: ir.Value, bo_ops: Ops, name: str) -> ir.Value:
         return lw.element(lw.seq(inp), it, bo_ops, name, None)
@@ -765,6 +769,29 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
         return _collect(lw, node.outputs[k], y, bo, first, bo_ops, o)
 
     return map_as_loop(lw, node, o, scope, element, lw.derive(first, "count"), collect)
+
+
+def _elementwise_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, first: FlatSeq, o: Ops) -> bool:
+    """A map whose body works element by element with scalars (normalising images of
+    any sizes: Cast, Div, Sub) runs once on the list's values; its lists keep the
+    input's shapes. False where it does not apply (then a Loop)."""
+    if any(lw.owns(v) for v in node.inputs[1:] if v is not None):
+        return False
+    batched = elementwise_body(body, [body.inputs[0]])
+    if batched is None:
+        return False
+    if any(lw.layout(out) != lw.layout(node.inputs[0]) for out in node.outputs):
+        return False
+    value_map: dict[ir.Value, ir.Value | None] = {body.inputs[0]: first.values}
+    value_map.update(zip(body.inputs[1:], node.inputs[1:]))
+    mapped = inline_map_body(body, value_map, o.b, lw.names)
+    for v in batched - set(body.inputs):
+        mapped[v].shape = ir.Shape([None])  # the values of every element, one after another
+    for out, bo in zip(node.outputs, body.outputs):
+        values = mapped[bo]
+        assert bo.dtype is not None or values.dtype is not None
+        lw.make(out, values, first.shapes, first.ranks, o, values.dtype or bo.dtype)
+    return True
 
 
 def _collect(lw: _Lowerer, out: ir.Value, y: ir.Value, bo: ir.Value, first: FlatSeq, bo_ops: Ops, o: Ops) -> Collected:

@@ -11,6 +11,7 @@ import onnx_ir as ir
 from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
+from seqlower.passes.inline_sequence_functions import InlineSequenceFunctionsPass
 from seqlower.passes.clamp_range_limits import ClampRangeLimitsPass
 from seqlower.passes.constant_values_as_tensors import ConstantValuesAsTensorsPass
 from seqlower.passes.counted_loops import CountedLoopsPass
@@ -138,7 +139,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     # What the rounds kept for a rank nothing could find is Flat with ranks known at run
     # time; then the rounds go on from there.
     runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
-    return [rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
+    # A list crossing a model-local function's boundary is lowered where the call is.
+    inline = wrap([InlineSequenceFunctionsPass()])
+    return [*inline, rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
 
 
 # Quirks whose rewrite is one pass over every node of an op (regions.QUIRK_OPS says which

@@ -522,3 +522,20 @@ def test_out_of_range_runtime_position_fails_in_both_models():
                 Executor(which, backend=backend).run(bad)
     rep = verify(m, low, inputs=[bad], backend="reference")
     assert not rep.equivalent and rep.compared == 0  # nothing the original accepts: nothing proven
+
+
+@pytest.mark.parametrize("operand, batched", [(np.array(2.0, np.float32), True), (np.array([2.0], np.float32), False),
+                                               (np.array([1.0, 2.0], np.float32), False)])
+def test_an_elementwise_map_over_a_flat_list_runs_once_on_its_values(operand, batched):
+    # Elements of different ranks and sizes: Flat. Scaling by a scalar runs on the values
+    # (no Loop); an operand of rank 1 broadcasts the elements to other shapes: a Loop.
+    map_body = body([helper.make_node("Mul", ["e", "k"], ["m"]), helper.make_node("Cast", ["m"], ["o"], to=INT64),
+                     helper.make_node("Neg", ["o"], ["y"])],
+                    [t("e", FLOAT, None)], [t("y", INT64, None)], initializer=[const("k", operand)])
+    m = model([helper.make_node("SequenceMap", ["s"], ["out"], body=map_body)], [seq("s", FLOAT, None)],
+              [seq("out", INT64, None)], opset=17)
+    rng = np.random.default_rng(3)
+    elems = [rng.standard_normal(s).astype(np.float32) * 4 for s in [(2,), (2, 2), (), (0, 2)]]
+    feeds = [{"s": elems}, {"s": elems[:1]}, {"s": []}] if batched else [{"s": elems[:2]}, {"s": []}]
+    low, _ = lower_checked(m, inputs=feeds)
+    assert ("Loop" in ops_of(low)) != batched
