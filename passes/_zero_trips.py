@@ -24,6 +24,16 @@ from seqlower.builder import Builder, NameAuthority
 __all__ = ["zero_trip_guard"]
 
 
+def is_zero_trip_guard(node: ir.Node) -> bool:
+    """An If ``zero_trip_guard`` built: its then branch is one Loop whose outputs it returns."""
+    then = node.attributes.get("then_branch")
+    if node.op_type != "If" or then is None or then.type != ir.AttributeType.GRAPH:
+        return False
+    g = then.as_graph()
+    nodes = list(g)
+    return len(nodes) == 1 and nodes[0].op_type == "Loop" and list(g.outputs) == list(nodes[0].outputs)
+
+
 def zero_trip_guard(
     o: Ops,
     trips: ir.Value | None,

@@ -1,4 +1,6 @@
-"""An If run as both branches and a select, for targets without If (onnx2torch).
+"""An If run as both branches and a select, for targets without If (onnx2torch), and
+for OpenVINO where an output's shape is known only at run time (quirk
+"if-run-time-shape": its CPU plugin reads garbage from such an output two ops further on).
 
 Both branches are inlined before the If, and each output is the taken branch's value:
 ``Where(cond, then, else)`` where both give one shape, or where they may differ in the
@@ -16,23 +18,50 @@ it fails the Slice such a select takes ("invalid SymbolScope"), as it fails the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
 
 from seqlower.passes._predicated import guard_gathers, same_shape, select
 from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import Ops
+from seqlower.passes._zero_trips import is_zero_trip_guard
 from seqlower.analysis import is_default_domain
 from seqlower.builder import NameAuthority
 
-__all__ = ["IfsToSelectsPass"]
+__all__ = ["IfsToSelectsPass", "run_time_shaped"]
+
+
+def run_time_shaped(node: ir.Node) -> bool:
+    """An If with a 1-D tensor output whose length is known only at run time (as measured:
+    lengths, sizes, positions; a 2-D output was read right) that two ops in a row read, other than a zero-trip guard
+    (``passes/_zero_trips``): what OpenVINO reads wrong (quirk "if-run-time-shape")."""
+    if is_zero_trip_guard(node):
+        return False
+    return any(isinstance(v.type, ir.TensorType) and v.shape is not None and v.shape.rank() == 1
+               and not isinstance(v.shape.dims[0], int) and _read_twice(v) for v in node.outputs)
+
+
+def _read_twice(v: ir.Value) -> bool:
+    """Whether an op reads ``v`` and another reads what that one makes (one read, or a
+    model output, OpenVINO gets right)."""
+    return any(o.uses() for u in v.uses() for o in u.node.outputs)
 
 
 class IfsToSelectsPass(ir.passes.InPlacePass):
+    """``only``: the Ifs to run as selects (default: every one that can be)."""
+
+    def __init__(self, only: Callable[[ir.Node], bool] | None = None) -> None:
+        super().__init__()
+        self.only = only
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         return rewrite_each_node(model, self._rewrite)
 
     def _rewrite(self, node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
         if node.op_type != "If" or not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
+            return None
+        if self.only is not None and not self.only(node):
             return None
         then_attr, else_attr = node.attributes.get("then_branch"), node.attributes.get("else_branch")
         if then_attr is None or else_attr is None:

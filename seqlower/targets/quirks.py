@@ -368,6 +368,46 @@ def _reductions_from_18(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
                        f"onnx2torch has no {node.op_type} converter from opset 18 (quirk no-reduce-18)")
 
 
+def _read_twice(graph: onnx.GraphProto, name: str) -> bool:
+    """Whether a node reads ``name`` and another node reads what that one makes."""
+    readers = [n for n in graph.node if name in n.input or any(
+        name in _names_read(g) for a in n.attribute for g in ([a.g] if a.HasField("g") else []) + list(a.graphs))]
+    made = {o for n in readers for o in n.output if o}
+    return bool(made) and any(not made.isdisjoint(n.input) for n in graph.node)
+
+
+def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: an If whose branches give a 1-D output of a length known only at run time
+    that two ops in a row read. ``lower --target openvino`` runs each as a select
+    (passes/ifs_to_selects.py). A zero-trip guard's If is read right."""
+    if not any(n.op_type == "If" for _, g, _ in walk_graphs(model) for n in g.node):
+        return
+    try:
+        inferred = infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - no inference, nothing proven
+        return
+    graphs = {path: g for path, g, _ in walk_graphs(inferred)}
+    for path, node, then, other in _ifs(inferred):
+        if len(then.node) == 1 and then.node[0].op_type == "Loop" and list(then.output) and \
+                [o.name for o in then.output] == list(then.node[0].output):
+            continue  # a zero-trip guard
+        graph = graphs.get(path)
+        for k, (a, b) in enumerate(zip(then.output, other.output)):
+            da, db = _dims(a), _dims(b)
+            if a.type.WhichOneof("value") != "tensor_type" or k >= len(node.output):
+                continue
+            if graph is not None and not _read_twice(graph, node.output[k]):
+                continue  # (read by one op at most, or only returned: read right)
+            # As measured: a 1-D output of a run-time length (a 2-D one was read right).
+            if da is None or db is None or len(da) != 1 or len(db) != 1 or (da == db and isinstance(da[0], int)):
+                continue
+            where = describe_node(node.op_type, node.name, list(node.output))
+            yield where, path, (f"its branches give output {k} as {_show(da)} and {_show(db)}, a length known only at "
+                                "run time, which OpenVINO reads wrong two ops further on (quirk if-run-time-shape); "
+                                "lower --target openvino runs such an If as a select")
+            break
+
+
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
 
 
@@ -380,6 +420,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "reduce-negative-axis-empty": _negative_axes_of_unknown_rank,
     "reduce-axes-attribute-ignored": _integer_log_reductions,
     "no-reduce-18": _reductions_from_18,
+    "if-run-time-shape": _if_run_time_shapes,
 }
 
 
