@@ -7,6 +7,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.builder import Builder
+from seqlower import irutil
 from seqlower.irutil import const_tensor
 
 __all__ = ["INT64", "MAX_INT64", "Ops", "split_rank"]
@@ -176,7 +177,6 @@ class Ops:
 
 def split_rank(split: ir.Value) -> int:
     """The rank of SplitToSequence's ``split`` (0: chunks of k; 1: sizes)."""
-    c = const_tensor(split)
-    shape = ir.Shape(c.shape) if c is not None else split.shape
-    assert shape is not None, "the analysis keeps splits of unknown rank Flat-blocked"
-    return shape.rank()
+    r = irutil.split_rank(split)
+    assert r is not None, "the analysis keeps splits of unknown rank Flat-blocked"
+    return r

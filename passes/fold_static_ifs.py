@@ -7,8 +7,9 @@ compile time, and the list cannot be lowered. The dims the condition reads are o
 static even where the tensor's other dims are not (``NonZero`` of a row gives ``[1, k]``,
 transposed ``[k, 1]``). This pass:
 
-1. finds each ``If`` one of whose outputs reaches a list element (a sequence op's tensor
-   input other than its control input, per ``seqlower.ops``), through
+1. finds each ``If`` one of whose outputs is a list (TorchScript's ``if len(xs) > 0:
+   xs.pop()`` on a list whose length is known) or reaches a list element (a sequence
+   op's tensor input other than its control input, per ``seqlower.ops``), through
    up to ``_MAX_HOPS`` single-output tensor ops (``Add``, ``Cast``, ``Unsqueeze``...);
 2. evaluates its condition from constants and static dims (``Shape``, ``Gather`` or
    ``Slice`` of a shape whose selected dims are static, then any arithmetic), with the
@@ -49,30 +50,57 @@ class FoldStaticIfsPass(ir.passes.InPlacePass):
 def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
     if node.op_type != "If" or not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
         return None
-    if not any(_reaches_a_list(v) for v in node.outputs):
+    if not any(isinstance(v.type, ir.SequenceType) or _reaches_a_list(v) for v in node.outputs):
         return None
     cond = evaluate(node.inputs[0], scope.opset)
     if cond is None or cond.size != 1:
         return None
     taken = bool(np.asarray(cond).reshape(()))
     branch = node.attributes["then_branch" if taken else "else_branch"].as_graph()
+    lists = [out for out in node.outputs if isinstance(out.type, ir.SequenceType)]
+    if scope.opset < 14 and any(out.is_graph_output() for out in lists):
+        return None  # no Identity of a list before opset 14 to keep the output's name
     b = scope.builder(node, names)
-    mapped = inline_graph(branch, {}, b, names, "if")
-    # Each result through an Identity that takes the If output's name, type and place
-    # (a model output keeps its name even where the branch returns an outer value).
-    results = [b.identity(mapped.get(bo, bo), f"{out.name or 'if'}_taken") for out, bo in zip(node.outputs, branch.outputs)]
-    take_places(list(node.outputs), results, scope.graph)
+    outs = list(branch.outputs)
+    if branch.initializers:  # (rare: cloned, their values as constants)
+        mapped = inline_graph(branch, {}, b, names, "if")
+        made = list(b.nodes)
+    else:
+        made = _move_branch(branch, node, scope)
+        branch.outputs.clear()  # (they are the parent's values now)
+        mapped = {}
+    # Each result takes the If output's place; a model output keeps its name through an
+    # Identity (even where the branch returns an outer value).
+    olds, results = [], []
+    for out, bo in zip(node.outputs, outs):
+        got = mapped.get(bo, bo)
+        if out.is_graph_output():
+            olds.append(out)
+            results.append(b.identity(got, f"{out.name or 'if'}_taken"))
+        else:
+            out.replace_all_uses_with(got)
+    take_places(olds, results, scope.graph)
     # What the branch declared is not trusted out here (a declared dim can be wrong):
     # shapes of the inlined values come from inference, from the ops themselves.
-    for new in b.nodes:
+    for new in [*made, *b.nodes]:
         for v in new.outputs:
-            if not v.is_graph_output():
+            if not v.is_graph_output() and not isinstance(v.type, ir.SequenceType):
                 v.shape = None
     discard_subgraphs(node)
     for i in range(len(node.inputs)):  # let the condition's arithmetic die with it
         node.replace_input_with(i, None)
     scope.graph.remove(node, safe=True)
     return "inlined", f"the {'then' if taken else 'else'} branch: its condition is known from static dims"
+
+
+def _move_branch(branch: ir.Graph, node: ir.Node, scope: Scope) -> list[ir.Node]:
+    """Move the taken branch's nodes before the If under their own names (the If and its
+    branches go: a node the report names later is the one the input has)."""
+    nodes = list(branch)
+    for n in nodes:
+        branch.remove(n)
+        scope.graph.insert_before(node, n)
+    return nodes
 
 
 def _reaches_a_list(v: ir.Value) -> bool:

@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from seqlower.inference import infer_shapes
 from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
-from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, keep_for_next_pass, const_position, is_default_domain, model_input_dims
+from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, keep_for_next_pass, const_array, const_position, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.irutil import graphs_of
@@ -558,7 +558,13 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
             continue
         if value.type is None and info.dtype is not None:
             value.type = ir.SequenceType(ir.TensorType(info.dtype))
-        value.shape = info.elem_shape
+        if value.type is not None:
+            value.shape = info.elem_shape
+        split = const_array(node.inputs[1])
+        if policy != "spec" and split is not None and split.ndim == 0 and int(split) == 1:
+            # Chunks of one, squeezed: what the spec's form without a split means, so
+            # that onnx's own inference (run again below) agrees with the policy.
+            node.resize_inputs(1)
         seeds.append(value)
     if not seeds:
         return False
@@ -568,6 +574,12 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
     while stack:
         v = stack.pop()
         for use in v.uses():
+            # A value a Loop carries or a map takes is its body's input there too.
+            for inner in _body_inputs_of(use.node, use.idx):
+                if inner not in seen:
+                    seen.add(inner)
+                    inner.shape = None
+                    stack.append(inner)
             for out in use.node.outputs:
                 if out not in seen:
                     seen.add(out)
@@ -585,8 +597,22 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
     return True
 
 
+def _body_inputs_of(node: ir.Node, index: int) -> list[ir.Value]:
+    """The body inputs that take ``node``'s input ``index`` (Loop's carried values, Scan's
+    states and scanned inputs, SequenceMap's inputs)."""
+    body = node.attributes.get("body")
+    if body is None or body.type != ir.AttributeType.GRAPH or not is_default_domain(node):
+        return []
+    inputs = body.as_graph().inputs
+    if node.op_type == "Loop":
+        return [inputs[index]] if index >= 2 and index < len(inputs) else []
+    if node.op_type in ("Scan", "SequenceMap"):
+        return [inputs[index]] if index < len(inputs) else []
+    return []
+
+
 def _forget_shape(model: ir.Model, v: ir.Value, policy: str) -> None:
-    if v.shape is None or isinstance(v.type, ir.SequenceType):
+    if v.shape is None:
         return
     if v.is_graph_output() and v in model.graph.outputs:
         model.meta.setdefault(NOTES_KEY, []).append(

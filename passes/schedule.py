@@ -12,6 +12,7 @@ from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.inline_sequence_functions import InlineSequenceFunctionsPass
+from seqlower.passes.fold_zero_trip_loops import FoldZeroTripLoopsPass
 from seqlower.passes.clamp_range_limits import ClampRangeLimitsPass
 from seqlower.passes.constant_values_as_tensors import ConstantValuesAsTensorsPass
 from seqlower.passes.counted_loops import CountedLoopsPass
@@ -20,7 +21,7 @@ from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
 from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
-from seqlower.passes.ifs_to_selects import IfsToSelectsPass
+from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
 from seqlower.passes.inclusive_cumsums import InclusiveCumSumsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.loops_to_scans import LoopsToScansPass
@@ -105,6 +106,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
             FoldStaticIfsPass(),
             FoldSequenceArgumentsPass(),
             fold,
+            # What the fold made constant (a list's length) decides more Ifs and Loops.
+            FoldStaticIfsPass(),
+            FoldZeroTripLoopsPass(),
             *for_target,
             LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
             LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
@@ -162,6 +166,7 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("expand-zero-dim", FoldEmptyExpandsPass),
     ("integer-division-by-zero", GuardIntegerDivisionPass),
     ("reduce-negative-axis-empty", PositiveReductionAxesPass),
+    ("if-run-time-shape", lambda: IfsToSelectsPass(only=run_time_shaped)),
 ]
 
 
@@ -239,6 +244,20 @@ class ThenAgain(ir.passes.InPlacePass):
         self.then(model)
         return ir.passes.PassResult(model, True)
 
+
+
+def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
+    """The target's rewrites that constant folding undoes, to run again after it: an
+    empty Loop state built at run time for OpenVINO has a static shape of size 0, which
+    onnxscript's folding turns back into the constant OpenVINO fails on."""
+    quirks = dict(load_target(options.target).quirks)
+    passes: list[ir.passes.PassBase] = []
+    if "empty-constant-loop-state" in quirks:
+        passes.append(UnfoldEmptyLoopStatesPass())
+        # A Loop given a run-time state now may need its zero-trip guard too.
+        if "loop-assumes-an-iteration" in quirks:
+            passes.append(GuardZeroTripLoopsPass())
+    return passes
 
 
 def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.passes.PassBase]:

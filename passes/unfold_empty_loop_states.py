@@ -53,8 +53,8 @@ def _unfold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str
     zero = o.op("Max", [o.op("Min", [source, o.scalar(0)], f"{base}_min0", dtype=INT64), o.scalar(0)], f"{base}_run_time_zero", dtype=INT64)
     for k in slots:
         v = node.inputs[k]
-        assert v is not None and v.shape is not None and v.dtype is not None
-        dims = [int(d) for d in v.shape.dims]
+        dims = _static_shape(v) if v is not None else None
+        assert v is not None and dims is not None and v.dtype is not None
         shape = o.op("Add", [o.ints(dims), zero], f"{v.name or base}_run_time_dims", dtype=INT64, shape=[len(dims)])
         fill = o.b.constant(np.zeros((), v.dtype.numpy()), f"{v.name or base}_fill")
         node.replace_input_with(k, o.op("Expand", [fill, shape], f"{v.name or base}_run_time_empty", dtype=v.dtype, shape=dims))
@@ -73,10 +73,19 @@ def has_constant_empty_state(node: ir.Node) -> bool:
 
 
 def _empty(v: ir.Value) -> bool:
-    return (
-        v.shape is not None and v.dtype is not None and v.dtype != ir.DataType.STRING
-        and all(isinstance(d, int) for d in v.shape.dims) and 0 in v.shape.dims
-    )
+    shape = _static_shape(v)
+    return shape is not None and v.dtype is not None and v.dtype != ir.DataType.STRING and 0 in shape
+
+
+def _static_shape(v: ir.Value) -> list[int] | None:
+    """``v``'s shape: a constant's own (a folded constant may still declare [None]), else
+    the declared one when every dim is a number."""
+    c = const_array(v)
+    if c is not None:
+        return list(c.shape)
+    if v.shape is None or not all(isinstance(d, int) for d in v.shape.dims):
+        return None
+    return [int(d) for d in v.shape.dims]
 
 
 def _foldable(v: ir.Value, memo: dict[ir.Value, bool]) -> bool:

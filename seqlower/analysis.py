@@ -180,13 +180,21 @@ class _Analyzer(ControlFlow, Chooser):
 
     # graphs
     def _graph(self, graph: ir.Graph | ir.Function, label: str) -> None:
-        for v in graph.inputs:
-            self._seed_from_type(v, label)
-        for node in graph:
-            try:
-                self._node(node, label)
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
-                raise ModelError(f"{node_label(node)} in {label}: malformed node ({e})") from None
+        # A position out of range is an error only where the node surely runs: an If
+        # branch, a Loop or map body, a function may not (TorchScript guards a pop with
+        # `if len(xs) > 0`, whose branch reads an empty list when it is not taken).
+        nested = graph is not self.model.graph
+        self._quiet += nested
+        try:
+            for v in graph.inputs:
+                self._seed_from_type(v, label)
+            for node in graph:
+                try:
+                    self._node(node, label)
+                except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+                    raise ModelError(f"{node_label(node)} in {label}: malformed node ({e})") from None
+        finally:
+            self._quiet -= nested
 
     def _node(self, node: ir.Node, label: str) -> None:
         if not is_default_domain(node):
@@ -418,6 +426,11 @@ class _Analyzer(ControlFlow, Chooser):
                     self.tensor_shapes[node.outputs[0]] = s.shapes[pos]
                 if s.consts is not None and s.consts[pos] is not None:
                     self.result.consts_of[node.outputs[0]] = s.consts[pos]
+                return
+        if s.elem_shape is not None:
+            # Any element is at least of the shape they all share (its rank, the dims
+            # every element has): what the read gives, whatever the position.
+            self.tensor_shapes[node.outputs[0]] = s.elem_shape
 
     def _t_SequenceLength(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 1)

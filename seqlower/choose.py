@@ -15,6 +15,7 @@ from seqlower import ops
 from seqlower.irutil import (
     _int_attr,
     _rank_of,
+    split_rank,
     _subgraph,
     _users,
     anchored_shape,
@@ -350,7 +351,7 @@ class Chooser:
                 if dynamic_split_squeezes(p, self.policy) is None:
                     return f"{node_label(p)}: whether keepdims=0 drops the axis depends on run-time shapes"
                 split = p.inputs[1] if len(p.inputs) > 1 else None
-                if split is not None and _rank_of(split) is None:
+                if split is not None and split_rank(split) is None:
                     return f"{node_label(p)}: the rank of split '{split.name}' (scalar or 1-D) is unknown"
             for use in _users(v):
                 if use.op_type == "ConcatFromSequence" and layouts[v].ranked and layouts[v].width is not None:

@@ -13,7 +13,7 @@ import onnx_ir as ir
 from seqlower.errors import ModelError, describe_node
 
 __all__ = ["anchored_shape", "const_array", "const_tensor", "const_position", "graph_label", "graphs_of", "is_default_domain",
-           "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label", "subgraphs"]
+           "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label", "split_rank", "subgraphs"]
 
 
 def is_default_domain(node: ir.Node) -> bool:
@@ -100,6 +100,34 @@ def _rank_of(v: ir.Value | None) -> int | None:
         return None
     shape = _shape_of(v)
     return shape.rank() if shape is not None else None
+
+# Ops whose output is never a scalar, and ops whose output has the largest rank of their
+# inputs (for a split, which is a scalar or 1-D, one 1-D input decides).
+_NEVER_SCALAR = frozenset({"Concat", "Shape", "Range", "Unsqueeze", "ConstantOfShape", "NonZero", "Split",
+                           "TopK", "Tile", "Compress"})
+_RANK_OF_INPUTS = frozenset({"Identity", "Cast", "CastLike", "Neg", "Abs", "Relu", "Floor", "Ceil", "Add", "Sub",
+                             "Mul", "Div", "Mod", "Max", "Min", "Where", "Expand", "Clip"})
+
+
+def split_rank(split: ir.Value, depth: int = 8) -> int | None:
+    """The rank of SplitToSequence's ``split`` (0: chunks of k; 1: sizes), from its shape,
+    else from what makes it: TorchScript computes ``chunk``'s sizes by a Concat of an
+    Expand whose shape onnx cannot infer, and a Concat is never a scalar."""
+    r = _rank_of(split)
+    if r is not None or depth == 0:
+        return r
+    p = split.producer()
+    if p is None or not is_default_domain(p):
+        return None
+    if p.op_type in _NEVER_SCALAR:
+        return 1
+    if p.op_type in _RANK_OF_INPUTS:
+        ranks = [split_rank(v, depth - 1) for v in p.inputs[: 1 if p.op_type == "Clip" else None] if v is not None]
+        if 1 in ranks:
+            return 1
+        return 0 if ranks and all(r == 0 for r in ranks) else None
+    return None
+
 
 def _users(v: ir.Value) -> Iterator[ir.Node]:
     seen: set[int] = set()

@@ -28,7 +28,7 @@ from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
 from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
-from seqlower.passes.schedule import build_passes, loop_fallbacks
+from seqlower.passes.schedule import after_folding, build_passes, loop_fallbacks
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.protos import own_names
 from seqlower.regions import RESERVED_NAMES_KEY, Found, Region, build, find, has_work, node_kinds, splice
@@ -376,8 +376,9 @@ def _lower_region(region: Region, label: str, options: LowerOptions,
     if options.optimize and report.rewrites:
         optimize_region(lowered)
         # What folding made constant lets inference find more: inferred now, so that
-        # lowering the output again finds nothing new.
-        _run_passes([InferSequenceShapesPass(options.keepdims_policy)], lowered)
+        # lowering the output again finds nothing new. The target's rewrites that
+        # folding undoes (a run-time empty Loop state folds back into a constant) again.
+        _run_passes([*after_folding(options), InferSequenceShapesPass(options.keepdims_policy)], lowered)
         # lower_with_report checked the region before the optimizer: again after it.
         check_model(lowered, "the lowered model", what="fails the ONNX checker")
     return to_proto(lowered), report

@@ -72,6 +72,7 @@ QUIRK_OPS = {
     "reduce-extremes-finite": ("ReduceMax", "ReduceMin"),
     "reduce-negative-axis-empty": (*sorted(ops.REDUCE_OPS), "ArgMax", "ArgMin"),
     "reduce-empty-axis": tuple(sorted(ops.REDUCE_OPS)),
+    "if-run-time-shape": "If",
 }
 
 
@@ -282,7 +283,67 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
                 region.add(i)
                 grown.update(o for o in outs[i] if o)
         frontier = grown
+    region |= _control_cones(nodes, kinds, outs, region)
     return Found(model, nodes, kinds, outs, reads, outer, region, inner, canonical)
+
+
+# The most nodes a control value's cone may hold to come into the region.
+_CONE_NODES = 64
+# Ops whose output reads only their input's shape: a cone stops there.
+_SHAPE_READERS = frozenset({"Shape", "Size"})
+
+
+def _control_cones(nodes: list[onnx.NodeProto], kinds: list[tuple[str, str, bool]], outs: list[list[str]],
+                   region: set[int]) -> set[int]:
+    """The small computations of the region's control values (a Loop's trip count and
+    condition, an If's condition, a position or split): TorchScript's ``len(xs) > 2``
+    and positions computed from lengths or static dims. In the region they fold with it
+    (a loop that runs no iteration, a branch never taken); cut off, they are run-time
+    inputs of its sub-model. Only a cone that reads what the region makes comes in (one
+    of model inputs and shapes alone stays where it is); one of more than
+    ``_CONE_NODES`` nodes, or reaching a node with subgraphs, stays out."""
+    wanted: list[str] = []
+    for i in region:
+        op, domain, _ = kinds[i]
+        if domain not in _DEFAULT:
+            continue
+        n = nodes[i]
+        if op in ("Loop", "If"):
+            wanted.extend(x for x in n.input[: 2 if op == "Loop" else 1] if x)
+        else:
+            f = ops.facts(op)
+            if f is not None and f.control is not None and len(n.input) > f.control and n.input[f.control]:
+                wanted.append(n.input[f.control])
+    if not wanted:
+        return set()
+    producer = {o: i for i, made in enumerate(outs) for o in made if o}
+    added: set[int] = set()
+    for x in wanted:
+        cone: set[int] = set()
+        touches = False
+        stack = [x]
+        crossed: set[int] = set()
+        while stack and len(cone) <= _CONE_NODES:
+            i = producer.get(stack.pop())
+            if i is not None and i in region:
+                touches = True
+                # A tensor op in the region (one the target lacks, a quirk's): what it
+                # reads is part of the computation too.
+                if i not in crossed and ops.facts(kinds[i][0]) is None and not (kinds[i][2] and subgraphs_of(nodes[i])):
+                    crossed.add(i)
+                    stack.extend(y for y in nodes[i].input if y)
+                continue
+            if i is None or i in cone:
+                continue
+            if kinds[i][2] and subgraphs_of(nodes[i]):
+                cone = set(range(_CONE_NODES + 1))  # (too big: a node with subgraphs)
+                break
+            cone.add(i)
+            if kinds[i][0] not in _SHAPE_READERS:
+                stack.extend(y for y in nodes[i].input if y)
+        if touches and len(cone) <= _CONE_NODES:
+            added |= cone
+    return added
 
 
 def cut(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str] = (),

@@ -16,7 +16,7 @@ def _analyze(m, **kw):
     irm = ir.serde.deserialize_model(m)
     from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 
-    InferSequenceShapesPass()(irm)
+    InferSequenceShapesPass(kw.get("keepdims_policy", "auto"))(irm)
     a = analyze(irm, **kw)
     by_name = {v.name: info for v, info in a.info.items()}
     return irm, a, by_name

@@ -28,7 +28,7 @@ SEQUENCE_OPS = {"SplitToSequence", "SequenceInsert", "SequenceErase", "SequenceA
 # w = 1; dynamo's embedding_bag export fails on zero bags; a split of zero rows is one
 # empty chunk in PyTorch and no chunk in ONNX (tools/export_models.py).
 EXPORTER_LIMITS = {("ts_chunk_dynamic_dim", "x", 1): {1}, ("dynamo_embedding_bag", "offsets", 0): {0},
-                   ("ts_list_under_if_split", "x", 0): {0}}
+                   ("ts_list_under_if_split", "x", 0): {0}, ("ts_first_chunk_unbound_1021", "x", 0): {0}}
 
 
 def load_cases(path: Path) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
@@ -143,4 +143,8 @@ def test_one_node_label_in_report_inspect_and_check(path):
               for where, g, _ in walk_graphs(proto) for n in g.node}
     _, report = lower_with_report(load_model(path), LowerOptions())
     named = {(r["node"], r["graph"]) for r in report.rewrites}
-    assert named and named <= known, sorted(named - known)
+    # A node of an If branch the folds inlined keeps its name; it is in its If's graph now.
+    inlined = {r["node"] for r in report.rewrites if r["op"] == "If" and r["into"] == "inlined"}
+    moved = {(label, where) for label, where in named
+             if any((label, f"{where} > {i}.{side}") in known for i in inlined for side in ("then_branch", "else_branch"))}
+    assert named and named - moved <= known, sorted(named - moved - known)

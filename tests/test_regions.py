@@ -258,3 +258,37 @@ def test_topological_keeps_priorities_where_it_can_and_finds_cycles():
     assert topological(nodes) is nodes
     loop = [helper.make_node("Relu", ["q"], ["p"]), helper.make_node("Relu", ["p"], ["q"])]
     assert topological(loop) is None
+
+
+def _popped_while_longer(limit_from_shape: bool) -> onnx.ModelProto:
+    """xs = x's rows; while len(xs) > k: xs.pop(); with k a constant (its test reads the
+    region: SequenceLength -> Greater) or read from x's shape (a cone of model inputs)."""
+    body = helper.make_graph(
+        [helper.make_node("SequenceErase", ["s_in"], ["s_out"]), helper.make_node("SequenceLength", ["s_out"], ["n"]),
+         helper.make_node("Greater", ["n", "two"], ["c_out"])], "body",
+        [t("i", TensorProto.INT64, []), t("c", TensorProto.BOOL, []), seq("s_in", FLOAT, [1, 3])],
+        [t("c_out", TensorProto.BOOL, []), seq("s_out", FLOAT, [1, 3])])
+    first = ([helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Gather", ["dims", "zero"], ["rows"]),
+              helper.make_node("Greater", ["rows", "two"], ["c0"])] if limit_from_shape else
+             [helper.make_node("SequenceLength", ["xs"], ["n0"]), helper.make_node("Greater", ["n0", "two"], ["c0"])])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("SplitToSequence", ["r"], ["xs"], axis=0), *first,
+             helper.make_node("Loop", ["big", "c0", "xs"], ["ys"], body=body),
+             helper.make_node("ConcatFromSequence", ["ys"], ["y"], axis=0)]
+    return model(nodes, [t("x", FLOAT, ["N", 3])], [t("y", FLOAT, [None, 3])],
+                 initializer=[const("two", 2, np.int64), const("big", 1 << 40, np.int64), const("zero", 0, np.int64)])
+
+
+@pytest.mark.parametrize("from_shape", [False, True])
+def test_a_control_value_computed_from_the_region_comes_into_it(from_shape):
+    # The Loop's first condition tested on the list's length: its Greater joins the
+    # region (the folds see it); one tested on x's shape stays out, as does the Relu.
+    m = _popped_while_longer(from_shape)
+    region = cut(m)
+    ops = [n.op_type for n in region.model.graph.node]
+    assert "Relu" not in ops and ops.count("Greater") == (0 if from_shape else 1)
+    rng = np.random.default_rng(4)
+    feeds = [{"x": rng.standard_normal((n, 3)).astype(np.float32)} for n in (0, 1, 2, 5)]
+    out, report = lower_proto_with_report(onnx.load_from_string(m.SerializeToString()))
+    assert take_inventory(out).clean
+    for backend in ("reference", "onnxruntime"):
+        assert verify(m, out, inputs=feeds, backend=backend).equivalent
