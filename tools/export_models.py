@@ -177,6 +177,91 @@ def _script_models() -> list[Spec]:
     return ts
 
 
+def _fuzz_regressions() -> list[Spec]:
+    """Programs tools/fuzz_torch.py found failing (the seed in each name), each exported at
+    the opset it failed at. They are the regression tests of what was fixed."""
+    import torch
+    from typing import List
+
+    @torch.jit.script
+    def guarded_pop_of_empty_1039(x: torch.Tensor) -> torch.Tensor:
+        # The pop's branch reads an empty list when it is not taken: no error there.
+        l1: List[torch.Tensor] = []
+        l2: List[torch.Tensor] = list(x.unbind(1))
+        if len(l1) > 0:
+            del l1[len(l1) - 1]
+        x = x + float(len(l1))
+        return torch.cat(l1 + [x[:0]], 0) + torch.stack(l2 + [x.sum(1)], 0).sum()
+
+    @torch.jit.script
+    def split_or_chunk_then_loop_1070(x: torch.Tensor) -> torch.Tensor:
+        # chunk's run-time sizes are a Concat whose rank onnx does not infer.
+        if bool(x.sum() > 1.0):
+            a2: List[torch.Tensor] = list(x.split(1, 1))
+        else:
+            a2 = list(x.chunk(2, 1))
+        m4: List[torch.Tensor] = []
+        for b3 in a2:
+            m4.append(b3 * 2.0)
+        return torch.cat(m4 + [x[:, :0]], 1)
+
+    @torch.jit.script
+    def unbind_rewritten_in_loop_1136(x: torch.Tensor) -> torch.Tensor:
+        # The unbound rows (squeezed by the keepdims policy) carried through a Loop.
+        l1: List[torch.Tensor] = list(x.unbind(0))
+        for i in range(len(l1)):
+            l1[i] = l1[i] * 2.0 + float(i)
+        m2: List[torch.Tensor] = []
+        for i, t in enumerate(l1):
+            m2.append(t.sum() * float(i + 1))
+        if len(m2) > 0:
+            del m2[len(m2) - 1]
+        return torch.stack(l1 + [x.sum(0)], 1) + torch.stack(m2 + [x.sum()]).sum()
+
+    @torch.jit.script
+    def first_chunk_unbound_1021(x: torch.Tensor) -> torch.Tensor:
+        l1: List[torch.Tensor] = list(x.split(1, 0)[0].unbind(0))
+        if len(l1) > 0:
+            del l1[-1]
+        m2: List[torch.Tensor] = []
+        for t in l1:
+            if bool(t.sum() > 0):
+                m2.append(t.sum())
+        return torch.stack(m2 + [x.sum()])
+
+    @torch.jit.script
+    def loops_over_empty_lists_1037(x: torch.Tensor) -> torch.Tensor:
+        # A while and a zip over a list nothing appends to: loops that run no iteration.
+        l1: List[torch.Tensor] = []
+        while len(l1) > 2:
+            l1.pop()
+        z6 = [t * 2.0 for t in l1]
+        m7: List[torch.Tensor] = []
+        for a, b in zip(l1, z6):
+            m7.append(a - b)
+        return torch.cat(m7 + [x[:0]], 0) + x.sum()
+
+    def wrap(fn: Callable) -> torch.nn.Module:
+        class Scripted(torch.nn.Module):
+            def forward(self, x):
+                return fn(x)
+
+        return Scripted()
+
+    g = torch.Generator().manual_seed(3)
+    sizes = [(0, 3), (1, 1), (2, 4), (5, 3), (3, 0), (1, 3)]
+    cases = [(torch.randn(n, w, generator=g),) for n, w in sizes]
+    both = {"x": {0: "n", 1: "w"}}
+    rows = [c for c in cases if c[0].shape[0] > 0]  # (see EXPORTER_LIMITS)
+    return [Spec(f"ts_{fn.name}", wrap(fn), c, dynamic, "torchscript", (opset,)) for fn, c, dynamic, opset in [
+        (guarded_pop_of_empty_1039, cases, both, 14),
+        (split_or_chunk_then_loop_1070, cases, both, 17),
+        (unbind_rewritten_in_loop_1136, cases, both, 17),
+        (first_chunk_unbound_1021, rows, both, 19),
+        (loops_over_empty_lists_1037, cases, both, 15),
+    ]]
+
+
 def _dynamo_models() -> list[Spec]:
     import torch
     import torch.nn.functional as F
@@ -277,6 +362,8 @@ EXPORTER_LIMITS = {
     "PyTorch makes fewer chunks",
     "dynamo_embedding_bag": "with no offsets (zero bags) the exported Loop runs no iteration and its "
     "ConcatFromSequence of an empty sequence fails, where PyTorch returns a [0, 3] tensor",
+    "ts_first_chunk_unbound_1021": "x.split(1, 0)[0] of zero rows is an empty chunk in PyTorch and a read "
+    "past the end of the export's empty sequence: no case with n = 0",
     "ts_list_under_if_split": "x.split(2, 0) of zero rows is one empty chunk in PyTorch and none in the "
     "export's SplitToSequence, so parts[-1] fails: no case with n = 0",
 }
@@ -287,7 +374,7 @@ def export(out: Path = OUT, only: list[str] | None = None) -> list[Path]:
     logging.disable(logging.WARNING)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec in _script_models() + _dynamo_models():
+    for spec in _script_models() + _fuzz_regressions() + _dynamo_models():
         if only and spec.name not in only:
             continue
         for opset in spec.opsets:

@@ -1,5 +1,5 @@
 """Long run of the random-program property test: generate sequence programs (run-time
-positions, dynamic dims, Loops, Ifs; opsets 13, 17, 18 and 26; float32, float16,
+positions, dynamic dims, Loops, Ifs; every opset from 11 to 26; float32, float16,
 int64, bool and string elements), lower each and verify it on both backends.
 
     python tools/fuzz_programs.py [N] [SEED]      N programs from SEED (default 1000, 0)
