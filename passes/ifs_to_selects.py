@@ -34,18 +34,14 @@ __all__ = ["IfsToSelectsPass", "run_time_shaped"]
 
 def run_time_shaped(node: ir.Node) -> bool:
     """An If with a 1-D tensor output whose length is known only at run time (as measured:
-    lengths, sizes, positions; a 2-D output was read right) that two ops in a row read, other than a zero-trip guard
-    (``passes/_zero_trips``): what OpenVINO reads wrong (quirk "if-run-time-shape")."""
+    lengths, sizes, positions; a 2-D output was read right), other than a zero-trip guard
+    (``passes/_zero_trips``): what OpenVINO reads wrong once two ops in a row read it
+    (quirk "if-run-time-shape"; the readers may be outside the region being lowered, so
+    every such If is taken)."""
     if is_zero_trip_guard(node):
         return False
     return any(isinstance(v.type, ir.TensorType) and v.shape is not None and v.shape.rank() == 1
-               and not isinstance(v.shape.dims[0], int) and _read_twice(v) for v in node.outputs)
-
-
-def _read_twice(v: ir.Value) -> bool:
-    """Whether an op reads ``v`` and another reads what that one makes (one read, or a
-    model output, OpenVINO gets right)."""
-    return any(o.uses() for u in v.uses() for o in u.node.outputs)
+               and not isinstance(v.shape.dims[0], int) for v in node.outputs)
 
 
 class IfsToSelectsPass(ir.passes.InPlacePass):

@@ -426,3 +426,18 @@ def test_every_subcommand_takes_a_model_importing_only_ai_onnx_ml(capsys, tmp_pa
         got, out, err = cli(capsys, *argv)
         assert got == code and "internal error" not in err, (argv, out, err)
     assert src.read_bytes() == before
+
+
+def test_lower_for_a_target_verifies_on_its_own_runtime_or_says_it_did_not(capsys, tmp_path):
+    from tests.test_quirks import _chosen_lengths
+
+    src = tmp_path / "m.onnx"
+    onnx.save(_chosen_lengths(True), src)
+    code, out, _ = cli(capsys, "lower", src, "-o", tmp_path / "ov.onnx", "--target", "openvino", "--verify",
+                       "--report", "-", "-q")
+    doc = json.loads(out)
+    assert code == 0 and [b["backend"] for b in doc["verify"]["backends"]] == [
+        "reference", "onnxruntime", "reference vs openvino"]
+    assert all(b["equivalent"] for b in doc["verify"]["backends"])
+    code, out, _ = cli(capsys, "lower", src, "-o", tmp_path / "tg.onnx", "--target", "tinygrad", "--verify")
+    assert code == 0 and "tinygrad's own runtime is not one the executor drives" in out

@@ -291,6 +291,7 @@ def _describe(outcome: Outcome, report: Any, verdict: Any, gaps: list[Any], targ
         if not verdict.equivalent:
             print_verdict(verdict, str(src), "the lowered model", lines.append)
         lines.append(f"  verify: {verdict.summary()}")
+        lines.extend(f"  note: {n}" for n in verdict.notes)
     if outcome.code != EXIT_OK:
         return
     lacking = [g for g in gaps if not g.sequence]

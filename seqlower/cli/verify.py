@@ -12,14 +12,33 @@ from seqlower.cli._common import EXIT_FAIL, EXIT_OK, Console, Progress, nulls, p
 from seqlower.errors import SeqlowerError
 
 
-def backends_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """The backends to compare on, and notes: ``--backend`` picks one; by default the
-    reference backend and onnxruntime (a model either refuses is not equivalent)."""
+# Targets whose own runtime the executor drives (lower --target X --verify runs it there).
+_TARGET_RUNTIMES = {"openvino": "openvino", "tract": "tract"}
+
+
+def backends_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (original's, lowered's) backends to compare on, and notes: ``--backend`` picks
+    one; by default the reference backend and onnxruntime (a model either refuses is not
+    equivalent), and for ``lower --target X`` the lowered model on X's own runtime too
+    (against the original on the reference backend), where it is installed."""
     if args.backend:
-        return [args.backend], []
+        return [(args.backend, args.backend)], []
+    notes: list[str] = []
     if importlib.util.find_spec("onnxruntime") is None:
-        return ["reference"], ["onnxruntime is not installed: compared on the reference backend only"]
-    return ["reference", "onnxruntime"], []
+        pairs = [("reference", "reference")]
+        notes.append("onnxruntime is not installed: compared on the reference backend only")
+    else:
+        pairs = [("reference", "reference"), ("onnxruntime", "onnxruntime")]
+    target = getattr(args, "target", None)
+    if target and target not in ("generic", "onnxruntime"):
+        runtime = _TARGET_RUNTIMES.get(target)
+        if runtime is None:
+            notes.append(f"{target}'s own runtime is not one the executor drives: the lowered model was not run there")
+        elif importlib.util.find_spec(runtime) is None:
+            notes.append(f"{runtime} is not installed: the lowered model was not run on {target}'s own runtime")
+        else:
+            pairs.append(("reference", runtime))
+    return pairs, notes
 
 
 def load_given_inputs(model: str, paths: list[str] | None) -> list[dict[str, Any]] | None:
@@ -76,12 +95,13 @@ def compare(original: Any, lowered: Any, args: argparse.Namespace, given: list[d
     reports = []
     total = len(given) if given else args.samples
     bar = Progress(total * len(backends), "verifying")
-    for backend in backends:
+    for backend, lowered_backend in backends:
         reports.append(verify(original, lowered, inputs=given, samples=args.samples, seed=args.seed,
                               dims=parse_dims(args.dim), seq_len=args.seq_len, backend=backend,
+                              lowered_backend=lowered_backend,
                               rtol=getattr(args, "rtol", None), atol=getattr(args, "atol", None),
                               keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level,
-                              progress=lambda i, n, b=backend: bar.step(f"{b} sample {i + 1} of {n}")))
+                              progress=lambda i, n, b=lowered_backend: bar.step(f"{b} sample {i + 1} of {n}")))
     bar.close()
     return Verdict(reports, notes)
 
