@@ -16,7 +16,7 @@ from seqlower.builder import Builder, NameAuthority, ai_onnx_opset, subgraphs
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "take_places", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "take_over", "take_places", "hand_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 
@@ -203,6 +203,20 @@ def take_places(olds: Sequence[ir.Value], news: Sequence[ir.Value], graph: ir.Gr
         new.name, new.type, new.shape = old.name, old.type, old.shape
         old.name = None
         take_over(old, new, graph)
+
+
+def hand_over(olds: Sequence[ir.Value], news: Sequence[ir.Value], b: Builder, graph: ir.Graph | ir.Function,
+              suffix: str) -> None:
+    """Each old value's readers read its new value instead; a graph output keeps its name
+    through an Identity named ``<old>_<suffix>`` (a node that goes hands over its results)."""
+    kept_olds, results = [], []
+    for old, new in zip(olds, news):
+        if old.is_graph_output():
+            kept_olds.append(old)
+            results.append(b.identity(new, f"{old.name or 'out'}_{suffix}"))
+        else:
+            old.replace_all_uses_with(new)
+    take_places(kept_olds, results, graph)
 
 
 def discard_subgraphs(node: ir.Node) -> None:

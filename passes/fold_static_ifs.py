@@ -32,7 +32,7 @@ import onnx_ir as ir
 from seqlower import ops
 from seqlower.analysis import is_default_domain
 from seqlower.builder import NameAuthority
-from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_graph, rewrite_each_node, take_places
+from seqlower.passes._rewrite import Scope, discard_subgraphs, hand_over, inline_graph, rewrite_each_node
 from seqlower.passes.fold_sequence_arguments import evaluate
 
 __all__ = ["FoldStaticIfsPass"]
@@ -71,15 +71,7 @@ def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
         mapped = {}
     # Each result takes the If output's place; a model output keeps its name through an
     # Identity (even where the branch returns an outer value).
-    olds, results = [], []
-    for out, bo in zip(node.outputs, outs):
-        got = mapped.get(bo, bo)
-        if out.is_graph_output():
-            olds.append(out)
-            results.append(b.identity(got, f"{out.name or 'if'}_taken"))
-        else:
-            out.replace_all_uses_with(got)
-    take_places(olds, results, scope.graph)
+    hand_over(list(node.outputs), [mapped.get(bo, bo) for bo in outs], b, scope.graph, "taken")
     # What the branch declared is not trusted out here (a declared dim can be wrong):
     # shapes of the inlined values come from inference, from the ops themselves.
     for new in [*made, *b.nodes]:

@@ -28,7 +28,7 @@ import onnx_ir as ir
 
 from seqlower.analysis import is_default_domain
 from seqlower.builder import NameAuthority
-from seqlower.passes._rewrite import Scope, discard_subgraphs, rewrite_each_node, take_places
+from seqlower.passes._rewrite import Scope, discard_subgraphs, hand_over, rewrite_each_node
 from seqlower.passes.fold_sequence_arguments import evaluate
 
 __all__ = ["FoldZeroTripLoopsPass"]
@@ -84,14 +84,7 @@ def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
         if empty is not None:
             outputs.append(out)
             news.append(b.constant(empty, f"{out.name or 'scan'}_empty"))
-    olds, results = [], []
-    for old, new in zip(outputs, news):
-        if old.is_graph_output():
-            olds.append(old)
-            results.append(b.identity(new, f"{old.name or 'loop'}_unrun"))
-        else:
-            old.replace_all_uses_with(new)
-    take_places(olds, results, scope.graph)
+    hand_over(outputs, news, b, scope.graph, "unrun")
     discard_subgraphs(node)
     for i in range(len(node.inputs)):
         node.replace_input_with(i, None)

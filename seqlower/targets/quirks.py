@@ -46,13 +46,21 @@ def _differ(a: list[Dim] | None, b: list[Dim] | None) -> bool:
     return False
 
 
+def _inferred_if_any_if(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model with onnx's inferred shapes, when it has an If (None: no If, or no
+    inference, so nothing proven)."""
+    if not any(n.op_type == "If" for _, g, _ in walk_graphs(model) for n in g.node):
+        return None
+    try:
+        return infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - no inference, nothing proven
+        return None
+
+
 def _if_branch_facts(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """tract: an If whose branches give outputs of different shapes fails its analysis."""
-    if not any(n.op_type == "If" for _, g, _ in walk_graphs(model) for n in g.node):
-        return
-    try:
-        inferred = infer_shapes(model, data_prop=True)
-    except Exception:  # noqa: BLE001 - no inference, nothing proven
+    inferred = _inferred_if_any_if(model)
+    if inferred is None:
         return
     for path, node, then, other in _ifs(inferred):
         for k, (a, b) in enumerate(zip(then.output, other.output)):
@@ -380,11 +388,8 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
     """OpenVINO: an If whose branches give a 1-D output of a length known only at run time
     that two ops in a row read. ``lower --target openvino`` runs each as a select
     (passes/ifs_to_selects.py). A zero-trip guard's If is read right."""
-    if not any(n.op_type == "If" for _, g, _ in walk_graphs(model) for n in g.node):
-        return
-    try:
-        inferred = infer_shapes(model, data_prop=True)
-    except Exception:  # noqa: BLE001 - no inference, nothing proven
+    inferred = _inferred_if_any_if(model)
+    if inferred is None:
         return
     graphs = {path: g for path, g, _ in walk_graphs(inferred)}
     for path, node, then, other in _ifs(inferred):
