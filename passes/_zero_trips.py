@@ -25,13 +25,14 @@ __all__ = ["zero_trip_guard"]
 
 
 def is_zero_trip_guard(node: ir.Node) -> bool:
-    """An If ``zero_trip_guard`` built: its then branch is one Loop whose outputs it returns."""
+    """An If ``zero_trip_guard`` built: its then branch ends in a Loop whose outputs it
+    returns (what a rewrite put before the Loop may be there too)."""
     then = node.attributes.get("then_branch")
     if node.op_type != "If" or then is None or then.type != ir.AttributeType.GRAPH:
         return False
     g = then.as_graph()
     nodes = list(g)
-    return len(nodes) == 1 and nodes[0].op_type == "Loop" and list(g.outputs) == list(nodes[0].outputs)
+    return bool(nodes) and nodes[-1].op_type == "Loop" and list(g.outputs) == list(nodes[-1].outputs)
 
 
 def zero_trip_guard(

@@ -29,10 +29,11 @@ __all__ = ["GuardZeroTripLoopsPass"]
 
 
 def _guarded(node: ir.Node) -> bool:
-    """Alone in a branch that returns its outputs: what the guard builds (so lowering a
-    lowered model changes nothing)."""
+    """Last in a branch that returns its outputs: what the guard builds (so lowering a
+    lowered model changes nothing), with what a rewrite after it may have put before
+    the Loop (OpenVINO's run-time empty states, made again after folding)."""
     g = node.graph
-    return g is not None and len(g.inputs) == 0 and len(g) == 1 and list(g.outputs) == list(node.outputs)
+    return g is not None and len(g.inputs) == 0 and list(g)[-1] is node and list(g.outputs) == list(node.outputs)
 
 
 class GuardZeroTripLoopsPass(ir.passes.InPlacePass):

@@ -393,8 +393,8 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
         return
     graphs = {path: g for path, g, _ in walk_graphs(inferred)}
     for path, node, then, other in _ifs(inferred):
-        if len(then.node) == 1 and then.node[0].op_type == "Loop" and list(then.output) and \
-                [o.name for o in then.output] == list(then.node[0].output):
+        if then.node and then.node[-1].op_type == "Loop" and list(then.output) and \
+                [o.name for o in then.output] == list(then.node[-1].output):
             continue  # a zero-trip guard
         graph = graphs.get(path)
         for k, (a, b) in enumerate(zip(then.output, other.output)):
