@@ -23,23 +23,19 @@ import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
 from seqlower.irutil import graphs_of, subgraphs
-from seqlower.ops import facts
+from seqlower.ops import makes_lists
 from seqlower.passes.keys import NOTES_KEY
 
 __all__ = ["InlineSequenceFunctionsPass"]
 
 logger = logging.getLogger(__name__)
 
-_LIST_FAMILIES = ("sequence", "optional", "ml")
-
-
 def _is_list_type(t: ir.TypeProtocol | None) -> bool:
     return isinstance(t, (ir.SequenceType, ir.OptionalType))
 
 
 def _holds_lists(node: ir.Node) -> bool:
-    f = facts(node.op_type) if node.domain in ("", "ai.onnx", "ai.onnx.ml") else None
-    if f is not None and f.family in _LIST_FAMILIES:
+    if node.domain in ("", "ai.onnx", "ai.onnx.ml") and makes_lists(node.op_type):
         return True
     return any(_is_list_type(v.type) for v in (*node.inputs, *node.outputs) if v is not None)
 

@@ -102,11 +102,12 @@ def _rank_of(v: ir.Value | None) -> int | None:
     return shape.rank() if shape is not None else None
 
 # Ops whose output is never a scalar, and ops whose output has the largest rank of their
-# inputs (for a split, which is a scalar or 1-D, one 1-D input decides).
+# inputs (for a split, which is a scalar or 1-D, one 1-D input decides). Not Expand: its
+# rank is the length of its shape input, not that input's rank.
 _NEVER_SCALAR = frozenset({"Concat", "Shape", "Range", "Unsqueeze", "ConstantOfShape", "NonZero", "Split",
                            "TopK", "Tile", "Compress"})
 _RANK_OF_INPUTS = frozenset({"Identity", "Cast", "CastLike", "Neg", "Abs", "Relu", "Floor", "Ceil", "Add", "Sub",
-                             "Mul", "Div", "Mod", "Max", "Min", "Where", "Expand", "Clip"})
+                             "Mul", "Div", "Mod", "Max", "Min", "Where", "Clip"})
 
 
 def split_rank(split: ir.Value, depth: int = 8) -> int | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["OpFacts", "REGISTRY", "REDUCE_OPS", "op_facts", "facts", "names"]
+__all__ = ["OpFacts", "REGISTRY", "REDUCE_OPS", "op_facts", "facts", "names", "makes_lists"]
 
 # The ai.onnx reductions (axes an attribute, then an input: ReduceSum from 13, the others
 # from 18). Not sequence ops: several targets get them wrong, and their rewrites and
@@ -61,6 +61,12 @@ def op_facts(name: str, family: str, **kwargs: object) -> OpFacts:
 
 def facts(name: str) -> OpFacts | None:
     return REGISTRY.get(name)
+
+
+def makes_lists(name: str) -> bool:
+    """A sequence, optional or map op (not control flow that may carry lists)."""
+    f = REGISTRY.get(name)
+    return f is not None and f.family in ("sequence", "optional", "ml")
 
 
 def names(family: str | None = None, *, lowered: bool | None = None, domain: str | None = "") -> frozenset[str]:

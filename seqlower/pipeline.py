@@ -22,7 +22,7 @@ from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
 from seqlower.model_check import InferredTypes, check_types
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
-from seqlower.ops import facts
+from seqlower.ops import makes_lists
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
@@ -96,9 +96,8 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     declared = {v.name for v in (*model.graph.inputs, *model.graph.outputs)}
     model.meta[REPORT_KEY] = []
     model.meta[NOTES_KEY] = []
-    overridable = [v.name for v in model.graph.inputs if v.const_value is not None
-                   and any(facts(u.node.op_type) is not None and facts(u.node.op_type).family in _LIST_FAMILIES
-                           for u in v.uses())]
+    overridable = [v.name for v in model.graph.inputs
+                   if v.const_value is not None and any(makes_lists(u.node.op_type) for u in v.uses())]
     if "" in model.opset_imports or "ai.onnx" in model.opset_imports:
         passes = build_passes(options, check_each=options.check_each_pass)
     else:
@@ -137,9 +136,6 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
             report.remaining.append({"value": v.name, "type": v.type, "graph": v.graph, "reason": reason})
     report.gaps = target_gaps(proto, load_target(options.target), report.kept_loops)
     return model, report
-
-
-_LIST_FAMILIES = ("sequence", "optional", "ml")
 
 
 def overridable_notes(names: list[str]) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from onnx import numpy_helper
 
 from seqlower.errors import ExecutionError
@@ -52,8 +51,9 @@ class Executor:
         self.raw_inputs = [Port(v.name, v.type) for v in graph.input if v.name not in inits]
         # Inputs with an initializer (IR >= 4): defaults the caller may override. They may
         # be fed; unfed, every backend is given the default, so all run the same graph.
+        declared = {v.name for v in graph.input}
         self.defaults: dict[str, Any] = {
-            t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name in {v.name for v in graph.input}}
+            t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name in declared}
         self.raw_outputs = [Port(v.name, v.type) for v in graph.output]
         self.inputs = self._logical(self.raw_inputs, self.abi.inputs if self.abi else {})
         self.outputs = self._logical(self.raw_outputs, self.abi.outputs if self.abi else {})

@@ -376,12 +376,23 @@ def _reductions_from_18(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
                        f"onnx2torch has no {node.op_type} converter from opset 18 (quirk no-reduce-18)")
 
 
-def _read_twice(graph: onnx.GraphProto, name: str) -> bool:
+def _readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Each name a node of ``graph`` reads (its subgraphs' outer reads included), and the
+    nodes that read it: read once per graph, not per value asked about."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in graph.node:
+        read = {x for x in n.input if x}
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                read |= _names_read(g)
+        for x in read:
+            readers.setdefault(x, []).append(n)
+    return readers
+
+
+def _read_twice(readers: dict[str, list[onnx.NodeProto]], name: str) -> bool:
     """Whether a node reads ``name`` and another node reads what that one makes."""
-    readers = [n for n in graph.node if name in n.input or any(
-        name in _names_read(g) for a in n.attribute for g in ([a.g] if a.HasField("g") else []) + list(a.graphs))]
-    made = {o for n in readers for o in n.output if o}
-    return bool(made) and any(not made.isdisjoint(n.input) for n in graph.node)
+    return any(o in readers for n in readers.get(name, ()) for o in n.output if o)
 
 
 def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -392,16 +403,19 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
     if inferred is None:
         return
     graphs = {path: g for path, g, _ in walk_graphs(inferred)}
+    indexed: dict[str, dict[str, list[onnx.NodeProto]]] = {}
     for path, node, then, other in _ifs(inferred):
         if then.node and then.node[-1].op_type == "Loop" and list(then.output) and \
                 [o.name for o in then.output] == list(then.node[-1].output):
             continue  # a zero-trip guard
-        graph = graphs.get(path)
+        if path not in indexed and path in graphs:
+            indexed[path] = _readers(graphs[path])
+        readers = indexed.get(path)
         for k, (a, b) in enumerate(zip(then.output, other.output)):
             da, db = _dims(a), _dims(b)
             if a.type.WhichOneof("value") != "tensor_type" or k >= len(node.output):
                 continue
-            if graph is not None and not _read_twice(graph, node.output[k]):
+            if readers is not None and not _read_twice(readers, node.output[k]):
                 continue  # (read by one op at most, or only returned: read right)
             # As measured: a 1-D output of a run-time length (a 2-D one was read right).
             if da is None or db is None or len(da) != 1 or len(db) != 1 or (da == db and isinstance(da[0], int)):
