@@ -66,8 +66,12 @@ class Ops:
             return self.op("Reshape", [flat, self._pinned(shape, rank, name)], name, shape=hint, allowzero=1)
         # Before allowzero, a 0 copies the input's dim: pad to a shape with no zeros,
         # reshape, and slice back to the real shape (a no-op unless a dim is 0).
-        zero = self.op("Equal", [shape, self.scalar(0)], f"{name}_zero", dtype=ir.DataType.BOOL)
-        safe = self.op("Where", [zero, self.scalar(1), shape], f"{name}_safe", dtype=INT64)
+        # Their rank stated (and length, where known): a pass after this one (tract's
+        # padding of reductions over axes that may be empty) sees the ReduceProd's axis
+        # on the first lowering as it does on a second.
+        dims = [rank]
+        zero = self.op("Equal", [shape, self.scalar(0)], f"{name}_zero", dtype=ir.DataType.BOOL, shape=dims)
+        safe = self.op("Where", [zero, self.scalar(1), shape], f"{name}_safe", dtype=INT64, shape=dims)
         need = self.b.reduce("ReduceProd", safe, None, f"{name}_need", keepdims=True)
         have = self.shape(flat, f"{name}_have")
         pad = self.op("Expand", [self.b.zeros(dtype, (1,), "fill"), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")

@@ -31,9 +31,22 @@ def _clamped(limit: ir.Value, start: ir.Value) -> bool:
     p = limit.producer()
     if p is not None and p.op_type == "Identity" and p.inputs[0] is not None:
         p = p.inputs[0].producer()
-    if p is not None and p.op_type == "Where" and len(p.inputs) == 3 and p.inputs[1] is not None:
-        p = p.inputs[1].producer()
-    return p is not None and p.op_type in ("Max", "Min") and start in p.inputs
+    if _max_or_min(p, start):
+        return True
+    return p is not None and p.op_type == "Where" and p.inputs[1] is not None and _max_or_min(p.inputs[1].producer(), start)
+
+
+def _max_or_min(p: ir.Node | None, start: ir.Value) -> bool:
+    """``p`` is Max or Min with ``start``, or the Where the builder writes for them on
+    integers below opset 12."""
+    if p is None:
+        return False
+    if p.op_type in ("Max", "Min"):
+        return start in p.inputs
+    if p.op_type != "Where" or p.inputs[0] is None:
+        return False
+    c = p.inputs[0].producer()
+    return c is not None and c.op_type in ("Greater", "Less") and start in c.inputs and start in p.inputs[1:]
 
 
 def _clamp(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
@@ -48,11 +61,13 @@ def _clamp(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     o = Ops(scope.builder(node, names))
     base = node.name or "range"
     dtype = limit.dtype
-    up = o.op("Max", [limit, start], f"{base}_up", dtype=dtype, shape=[])
-    down = o.op("Min", [limit, start], f"{base}_down", dtype=dtype, shape=[])
     if cd is not None and cd.size == 1:
-        clamped = o.op("Identity", [up if float(cd.reshape(())) > 0 else down], f"{base}_clamped_limit", dtype=dtype, shape=[])
+        up = float(cd.reshape(())) > 0
+        bound = o.op("Max" if up else "Min", [limit, start], f"{base}_{'up' if up else 'down'}", dtype=dtype, shape=[])
+        clamped = o.op("Identity", [bound], f"{base}_clamped_limit", dtype=dtype, shape=[])
     else:
+        up = o.op("Max", [limit, start], f"{base}_up", dtype=dtype, shape=[])
+        down = o.op("Min", [limit, start], f"{base}_down", dtype=dtype, shape=[])
         zero = o.op("Sub", [delta, delta], f"{base}_zero", dtype=delta.dtype, shape=[])
         rising = o.op("Greater", [delta, zero], f"{base}_rising", dtype=ir.DataType.BOOL, shape=[])
         clamped = o.op("Where", [rising, up, down], f"{base}_clamped_limit", dtype=dtype, shape=[])

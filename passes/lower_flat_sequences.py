@@ -76,6 +76,7 @@ from seqlower.analysis import (
 from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.builder import Builder
 from seqlower.errors import ModelError
+from seqlower.irutil import open_when_empty
 
 __all__ = ["LowerFlatSequencesPass"]
 
@@ -496,6 +497,11 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     r = x.shape.rank()
     a = _attr(node, "axis", 0) % r
     xs = o.shape(x, f"{base}_xdims")
+    if open_when_empty(x):
+        # A scan output of no iteration may come with another rank (the reference and
+        # OpenVINO: [0] where the body's output declares none): r dims, zeros past its own.
+        xs = o.slice(o.concat([xs, o.ints([0] * r)], 0, f"{base}_xdims_padded"), o.ints([0]), o.ints([r]), [0],
+                     f"{base}_xdims_r")
     d1 = o.slice(xs, o.ints([a]), o.ints([a + 1]), [0], f"{base}_dim1")
     d = o.reshape(d1, o.ints([]), f"{base}_dim")
     split = node.inputs[1] if len(node.inputs) > 1 else None

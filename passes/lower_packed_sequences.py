@@ -50,6 +50,7 @@ from seqlower.analysis import (
     unchanged_split_source,
 )
 from seqlower.builder import Builder
+from seqlower.irutil import open_when_empty
 
 __all__ = ["LowerPackedSequencesPass"]
 
@@ -369,11 +370,12 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     p = node.inputs[2] if len(node.inputs) > 2 else None
     if ps.lengths is None:
         row = o.unsqueeze(t, [0], f"{name}_row")
+        data = _settled(ps.data, t, len(lw.elem(out).dims), o, name)
         if p is None:
-            lw.set(out, o.concat([ps.data, row], 0, f"{name}_data"))
+            lw.set(out, o.concat([data, row], 0, f"{name}_data"))
             return "Concat (append)"
         p1 = o.reshape(lw.normalise(ps, p, o, name), o.ints([1]), f"{name}_pos1")
-        lw.set(out, o.splice(ps.data, p1, p1, row, 0, f"{name}_data"))
+        lw.set(out, o.splice(data, p1, p1, row, 0, f"{name}_data"))
         return "Slice + Concat"
     a = ps.axis
     assert a is not None
@@ -385,6 +387,21 @@ def _sequence_insert(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     start, _ = lw.span(ps, p1, o, name)
     lw.set(out, o.splice(ps.data, start, start, t, a, f"{name}_data"), o.splice(ps.lengths, p1, p1, length, 0, f"{name}_lengths"))
     return "Slice + Concat"
+
+
+def _settled(data: ir.Value, t: ir.Value, rank: int, o: Ops, name: str) -> ir.Value:
+    """Stacked ``data`` given ``t``'s element shape where it may be a scan output of no
+    iteration. The spec leaves the trailing dims of such an output open (onnxruntime
+    says what its inference says, OpenVINO and the reference 0 where a dim is symbolic),
+    and Concat with a real row then fails everywhere but onnxruntime, which skips empty
+    inputs; the original, whose sequence is simply empty, never noticed."""
+    if not open_when_empty(data):
+        return data
+    count1 = o.slice(o.shape(data, f"{name}_have_dims"), o.ints([0]), o.ints([1]), [0], f"{name}_count1")
+    target = o.concat([count1, o.shape(t, f"{name}_elem_dims")], 0, f"{name}_settled_shape")
+    assert data.dtype is not None
+    flat = o.reshape(data, o.ints([-1]), f"{name}_settled_flat")
+    return o.reshape_exact(flat, target, rank + 1, f"{name}_settled", data.dtype)
 
 
 @rule("SequenceErase", "packed")

@@ -161,7 +161,7 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("range-step-sign", ClampRangeLimitsPass),
     ("reduce-axes-attribute-ignored", lambda: ReductionsAsSumsPass(OPENVINO)),
     ("no-reduce-18", lambda: ReductionsAsSumsPass(ONNX2TORCH)),
-    ("reduce-empty-axis", PadReducedAxesPass),
+    ("reduce-empty-axis", lambda: PadReducedAxesPass(frozenset(QUIRK_OPS["reduce-empty-axis"]))),
     ("reduce-extremes-finite", lambda: PadReducedAxesPass(frozenset(QUIRK_OPS["reduce-extremes-finite"]), floats_only=True)),
     ("expand-zero-dim", FoldEmptyExpandsPass),
     ("integer-division-by-zero", GuardIntegerDivisionPass),

@@ -11,8 +11,9 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
+from seqlower.protos import OPEN_WHEN_EMPTY
 
-__all__ = ["anchored_shape", "const_array", "const_tensor", "const_position", "graph_label", "graphs_of", "is_default_domain",
+__all__ = ["anchored_shape", "open_when_empty", "const_array", "const_tensor", "const_position", "graph_label", "graphs_of", "is_default_domain",
            "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label", "split_rank", "subgraphs"]
 
 
@@ -108,6 +109,23 @@ _NEVER_SCALAR = frozenset({"Concat", "Shape", "Range", "Unsqueeze", "ConstantOfS
                            "TopK", "Tile", "Compress"})
 _RANK_OF_INPUTS = frozenset({"Identity", "Cast", "CastLike", "Neg", "Abs", "Relu", "Floor", "Ceil", "Add", "Sub",
                              "Mul", "Div", "Mod", "Max", "Min", "Where", "Clip"})
+
+
+def open_when_empty(v: ir.Value) -> bool:
+    """Whether ``v`` is (through Identity) a Loop's or a Scan's scan output, here or, for
+    a region's input, in the model (``seqlower.regions`` marks those)."""
+    if v.is_graph_input():
+        return v.metadata_props.get(OPEN_WHEN_EMPTY) == "1"
+    while (p := v.producer()) is not None and p.domain in ("", "ai.onnx"):
+        if p.op_type == "Identity" and p.inputs[0] is not None:
+            v = p.inputs[0]
+            continue
+        if p.op_type == "Loop":
+            return v.index() >= len(p.inputs) - 2
+        if p.op_type == "Scan":
+            return v.index() >= len(p.inputs) - p.attributes["num_scan_inputs"].as_int()
+        return False
+    return False
 
 
 def split_rank(split: ir.Value, depth: int = 8) -> int | None:

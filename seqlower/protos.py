@@ -12,12 +12,27 @@ from google.protobuf.message import Message
 
 import onnx
 
-__all__ = ["ELEMENT_BYTES", "GENERATED_DIM", "canonical_subgraphs", "copy_fields", "data_bytes", "encode_varint",
+__all__ = ["ELEMENT_BYTES", "GENERATED_DIM", "OPEN_WHEN_EMPTY", "scan_output_of", "canonical_subgraphs", "copy_fields", "data_bytes", "encode_varint",
            "innermost_type", "iter_tensor_protos", "names_dims", "numbered_type", "own_names", "reads_and_names", "shape_dims",
            "strict_graph", "utf8_nodes", "value_infos"]
 
 # How onnx's inference names a dim it cannot infer.
 GENERATED_DIM = re.compile(r"unk__\d+")
+
+# Metadata on a region's sub-model input that is a Loop's or a Scan's scan output in the
+# model: after no iteration its trailing dims are whatever the runtime says.
+OPEN_WHEN_EMPTY = "seqlower.open_when_empty"
+
+
+def scan_output_of(node: onnx.NodeProto, name: str) -> bool:
+    """Whether ``name`` is one of the scan outputs of ``node`` (a Loop or a Scan)."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in ("Loop", "Scan") or name not in node.output:
+        return False
+    k = list(node.output).index(name)
+    if node.op_type == "Loop":
+        return k >= len(node.input) - 2
+    scans = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
+    return k >= len(node.input) - scans
 
 
 def iter_tensor_protos(proto: onnx.ModelProto, *, main_initializers: bool = True,

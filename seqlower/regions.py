@@ -31,7 +31,7 @@ from onnx import helper
 
 from seqlower import ops
 from seqlower.inference import infer_shapes
-from seqlower.protos import canonical_subgraphs, outer_reads, own_names, reads_and_names, subgraphs_of
+from seqlower.protos import OPEN_WHEN_EMPTY, canonical_subgraphs, outer_reads, scan_output_of, own_names, reads_and_names, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
 __all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "topological", "RESERVED_NAMES_KEY"]
@@ -71,7 +71,8 @@ QUIRK_OPS = {
     "no-reduce-18": ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"),
     "reduce-extremes-finite": ("ReduceMax", "ReduceMin"),
     "reduce-negative-axis-empty": (*sorted(ops.REDUCE_OPS), "ArgMax", "ArgMin"),
-    "reduce-empty-axis": tuple(sorted(ops.REDUCE_OPS)),
+    # tract's product of nothing is 1 already.
+    "reduce-empty-axis": tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"})),
     "if-run-time-shape": "If",
 }
 
@@ -466,6 +467,9 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
             sub_inputs.append(helper.make_tensor_value_info(x, t.data_type, list(t.dims)))
         else:
             sub_inputs.append(_typed(x, lowered if lowered is not None and x in lowered else types))
+            i = index.producer.get(x)
+            if i is not None and scan_output_of(nodes[i], x):
+                sub_inputs[-1].metadata_props.add(key=OPEN_WHEN_EMPTY, value="1")
     sub_outputs = [_typed(x, output_types if output_types is not None and x in output_types else types)
                    for x in sub_out]
     sub_graph = helper.make_graph([nodes[i] for i in kept], g.name or "main", sub_inputs, sub_outputs,

@@ -181,7 +181,7 @@ def _fuzz_regressions() -> list[Spec]:
     """Programs tools/fuzz_torch.py found failing (the seed in each name), each exported at
     the opset it failed at. They are the regression tests of what was fixed."""
     import torch
-    from typing import List
+    from typing import List, Tuple
 
     @torch.jit.script
     def guarded_pop_of_empty_1039(x: torch.Tensor) -> torch.Tensor:
@@ -241,6 +241,23 @@ def _fuzz_regressions() -> list[Spec]:
             m7.append(a - b)
         return torch.cat(m7 + [x[:0]], 0) + x.sum()
 
+    @torch.jit.script
+    def rows_of_no_trip_appended_2177(x: torch.Tensor) -> torch.Tensor:
+        # A comprehension over no row: a Loop scan output whose trailing dims the spec
+        # leaves open after no iteration, unbound and appended to.
+        l2: List[torch.Tensor] = [x[i] for i in range(x.size(0))]
+        return torch.stack(l2 + [x.sum(0)], 0)
+
+    @torch.jit.script
+    def masked_rows_of_no_trip_2282(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        # The same with elements of different lengths (Flat): after no iteration the scan
+        # output may have another rank than the body's output.
+        l1: List[torch.Tensor] = [x[i][x[i] > 0] for i in range(x.size(0))]
+        m2: List[torch.Tensor] = []
+        for t in l1:
+            m2.append(t.sum())
+        return torch.cat(l1 + [x.reshape(-1)[:1]], 0), (m2 + [x.sum()])[0]
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -253,12 +270,18 @@ def _fuzz_regressions() -> list[Spec]:
     cases = [(torch.randn(n, w, generator=g),) for n, w in sizes]
     both = {"x": {0: "n", 1: "w"}}
     rows = [c for c in cases if c[0].shape[0] > 0]  # (see EXPORTER_LIMITS)
+    # TorchScript makes a per-row mask a Loop scan output: right only where every row
+    # keeps as many values.
+    same_count = [(torch.zeros(0, 3),), (torch.rand(2, 3, generator=g) + 0.1,), (-torch.rand(3, 2, generator=g),),
+                  (torch.randn(1, 4, generator=g),), (torch.zeros(2, 0),), (torch.randn(1, 1, generator=g),)]
     return [Spec(f"ts_{fn.name}", wrap(fn), c, dynamic, "torchscript", (opset,)) for fn, c, dynamic, opset in [
         (guarded_pop_of_empty_1039, cases, both, 14),
         (split_or_chunk_then_loop_1070, cases, both, 17),
         (unbind_rewritten_in_loop_1136, cases, both, 17),
         (first_chunk_unbound_1021, rows, both, 19),
         (loops_over_empty_lists_1037, cases, both, 15),
+        (rows_of_no_trip_appended_2177, cases, both, 11),
+        (masked_rows_of_no_trip_2282, same_count, both, 12),
     ]]
 
 
