@@ -54,10 +54,44 @@ def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
         return None
     value = evaluate(v, scope.opset)
     if value is None:
-        return None
+        emptied = _fold_empty_expands(v, scope, names)
+        return ("constant argument", f"{emptied} empty Expand(s) of its input {i} folded") if emptied else None
     const = scope.builder(node, names).constant(value, f"{v.name or 'arg'}_folded")
     node.replace_input_with(i, const)
     return "constant argument", f"input {i} folded from static shapes"
+
+
+def _fold_empty_expands(v: ir.Value, scope: Scope, names: NameAuthority) -> int:
+    """Fold each Expand in ``v``'s backward slice (this graph's part) whose result is
+    empty whatever its input's values: a static input and a target shape computable here,
+    one of whose dims is 0. How many it folded.
+
+    TorchScript's ``chunk`` sizes are ``Concat(Expand(q, [0]), ...)`` with the ``[0]``
+    computed; onnxruntime's optimizer (1.31, level basic and up) gives ``Expand([1],
+    [0])`` the shape [1], so a Shape of those sizes, which the lowering reads, folds to a
+    count one too many. The empty constant is the same value on every runtime."""
+    folded, seen, stack = 0, set(), [v]
+    while stack and len(seen) < _MAX_SLICE:
+        p = stack.pop().producer()
+        if p is None or id(p) in seen or p.graph is not scope.graph or not is_default_domain(p) \
+                or p.op_type in ("Loop", "If", "Scan"):
+            continue
+        seen.add(id(p))
+        if p.op_type == "Expand" and len(p.inputs) == 2 and None not in p.inputs and not p.outputs[0].is_graph_output():
+            x = p.inputs[0]
+            target = evaluate(p.inputs[1], scope.opset) if const_array(p.inputs[1]) is None else const_array(p.inputs[1])
+            if target is not None and x.shape is not None and x.shape.is_static() and x.dtype is not None:
+                try:
+                    dims = np.broadcast_shapes(tuple(int(d) for d in x.shape.dims), tuple(int(d) for d in target.reshape(-1)))
+                except ValueError:
+                    dims = None  # not broadcastable: the runtime's error, not ours to fold
+                if dims is not None and 0 in dims:
+                    empty = scope.builder(p, names).constant(np.zeros(dims, x.dtype.numpy()), f"{p.name or 'expand'}_empty")
+                    p.outputs[0].replace_all_uses_with(empty)
+                    folded += 1
+                    continue
+        stack.extend(i for i in p.inputs if i is not None)
+    return folded
 
 
 def evaluate(target: ir.Value, opset: int) -> np.ndarray | None:

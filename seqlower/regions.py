@@ -300,8 +300,8 @@ def _control_cones(nodes: list[onnx.NodeProto], kinds: list[tuple[str, str, bool
     condition, an If's condition, a position or split): TorchScript's ``len(xs) > 2``
     and positions computed from lengths or static dims. In the region they fold with it
     (a loop that runs no iteration, a branch never taken); cut off, they are run-time
-    inputs of its sub-model. Only a cone that reads what the region makes comes in (one
-    of model inputs and shapes alone stays where it is); one of more than
+    inputs of its sub-model. Only a cone that reads what the region makes, or holds an
+    Expand, comes in (one of model inputs and shapes alone stays where it is); one of more than
     ``_CONE_NODES`` nodes, or reaching a node with subgraphs, stays out."""
     wanted: list[str] = []
     for i in region:
@@ -342,7 +342,10 @@ def _control_cones(nodes: list[onnx.NodeProto], kinds: list[tuple[str, str, bool
             cone.add(i)
             if kinds[i][0] not in _SHAPE_READERS:
                 stack.extend(y for y in nodes[i].input if y)
-        if touches and len(cone) <= _CONE_NODES:
+        # A cone holding an Expand comes in too: TorchScript's chunk sizes expand to a
+        # computed [0], which onnxruntime's optimizer gets wrong once the lowering reads
+        # the sizes' Shape (passes/fold_sequence_arguments.py folds it in the region).
+        if (touches or any(kinds[i][0] == "Expand" for i in cone)) and len(cone) <= _CONE_NODES:
             added |= cone
     return added
 

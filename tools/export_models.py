@@ -258,6 +258,15 @@ def _fuzz_regressions() -> list[Spec]:
             m2.append(t.sum())
         return torch.cat(l1 + [x.reshape(-1)[:1]], 0), (m2 + [x.sum()])[0]
 
+    @torch.jit.script
+    def one_chunk_appended_2352(x: torch.Tensor) -> torch.Tensor:
+        # chunk(1)'s sizes hold an Expand to a computed [0]: onnxruntime's optimizer
+        # counts it as one element once the lowering reads the sizes' Shape.
+        l2: List[torch.Tensor] = list(x.chunk(1, 0))
+        for i in range(x.size(0)):
+            l2.append(x[i : i + 1] * float(i))
+        return torch.cat(l2 + [x.sum(0, keepdim=True)], 0)
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -282,6 +291,7 @@ def _fuzz_regressions() -> list[Spec]:
         (loops_over_empty_lists_1037, cases, both, 15),
         (rows_of_no_trip_appended_2177, cases, both, 11),
         (masked_rows_of_no_trip_2282, same_count, both, 12),
+        (one_chunk_appended_2352, cases, both, 18),
     ]]
 
 
