@@ -573,6 +573,16 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
     stack = list(seeds)
     while stack:
         v = stack.pop()
+        # A subgraph's output (an If branch's list) is what its owner node returns.
+        p = v.producer()
+        owner = owners.get(id(p.graph)) if v.is_graph_output() and p is not None else None
+        while owner is not None:
+            for out in owner.outputs:
+                if out not in seen:
+                    seen.add(out)
+                    _forget_shape(model, out, policy)
+                    stack.append(out)
+            owner = owners.get(id(owner.graph))
         for use in v.uses():
             # A value a Loop carries or a map takes is its body's input there too.
             for inner in _body_inputs_of(use.node, use.idx):

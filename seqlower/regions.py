@@ -284,7 +284,7 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
                 region.add(i)
                 grown.update(o for o in outs[i] if o)
         frontier = grown
-    region |= _control_cones(nodes, kinds, outs, region)
+    region |= _control_cones(nodes, kinds, outs, region, {v.name for v in g.input})
     return Found(model, nodes, kinds, outs, reads, outer, region, inner, canonical)
 
 
@@ -295,13 +295,14 @@ _SHAPE_READERS = frozenset({"Shape", "Size"})
 
 
 def _control_cones(nodes: list[onnx.NodeProto], kinds: list[tuple[str, str, bool]], outs: list[list[str]],
-                   region: set[int]) -> set[int]:
+                   region: set[int], graph_inputs: set[str]) -> set[int]:
     """The small computations of the region's control values (a Loop's trip count and
     condition, an If's condition, a position or split): TorchScript's ``len(xs) > 2``
     and positions computed from lengths or static dims. In the region they fold with it
     (a loop that runs no iteration, a branch never taken); cut off, they are run-time
-    inputs of its sub-model. Only a cone that reads what the region makes, or holds an
-    Expand, comes in (one of model inputs and shapes alone stays where it is); one of more than
+    inputs of its sub-model. Only a cone that reads what the region makes, reads no model
+    input at all (TorchScript's trip count ``min`` of constant lengths), or holds an Expand
+    comes in (one of model inputs and shapes alone stays where it is); one of more than
     ``_CONE_NODES`` nodes, or reaching a node with subgraphs, stays out."""
     wanted: list[str] = []
     for i in region:
@@ -321,11 +322,13 @@ def _control_cones(nodes: list[onnx.NodeProto], kinds: list[tuple[str, str, bool
     added: set[int] = set()
     for x in wanted:
         cone: set[int] = set()
-        touches = False
+        touches = reads_input = False
         stack = [x]
         crossed: set[int] = set()
         while stack and len(cone) <= _CONE_NODES:
-            i = producer.get(stack.pop())
+            name = stack.pop()
+            i = producer.get(name)
+            reads_input |= i is None and name in graph_inputs
             if i is not None and i in region:
                 touches = True
                 # A tensor op in the region (one the target lacks, a quirk's): what it
@@ -342,10 +345,12 @@ def _control_cones(nodes: list[onnx.NodeProto], kinds: list[tuple[str, str, bool
             cone.add(i)
             if kinds[i][0] not in _SHAPE_READERS:
                 stack.extend(y for y in nodes[i].input if y)
+            else:
+                reads_input = True  # a run-time shape, unless inference proves it static
         # A cone holding an Expand comes in too: TorchScript's chunk sizes expand to a
         # computed [0], which onnxruntime's optimizer gets wrong once the lowering reads
         # the sizes' Shape (passes/fold_sequence_arguments.py folds it in the region).
-        if (touches or any(kinds[i][0] == "Expand" for i in cone)) and len(cone) <= _CONE_NODES:
+        if (touches or not reads_input or any(kinds[i][0] == "Expand" for i in cone)) and len(cone) <= _CONE_NODES:
             added |= cone
     return added
 
@@ -629,8 +634,15 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
         # began. None: the lowering joined what the model kept apart (a cycle).
         gone = set(remove)
         kept = [i for i in range(len(model_nodes)) if i not in gone]
+        # A node the lowering kept (by name) goes where it was, the new ones after the
+        # one before them: lowering a lowered model again puts every node where it was.
+        was = {model_nodes[i].name: i for i in region.nodes if model_nodes[i].name}
+        places, place = [], region.nodes[0]
+        for n in region_nodes:
+            place = was.get(n.name, place) if n.name else place
+            places.append(place)
         order = topological([*(model_nodes[i] for i in kept), *region_nodes],
-                            [*kept, *[region.nodes[0]] * len(region_nodes)],
+                            [*kept, *places],
                             [*([rename.get(x, x) for x in region.reads[i]] for i in kept),
                              *(_reads(n) for n in region_nodes)])
         if order is None:

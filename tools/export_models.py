@@ -267,6 +267,32 @@ def _fuzz_regressions() -> list[Spec]:
             l2.append(x[i : i + 1] * float(i))
         return torch.cat(l2 + [x.sum(0, keepdim=True)], 0)
 
+    @torch.jit.script
+    def unbind_or_sum_under_if_2255(x: torch.Tensor) -> torch.Tensor:
+        # The then branch unbinds (squeezed by the keepdims policy) where the exporter
+        # declared the branch's list by the spec: the If's list takes the policy's rank.
+        if bool(x.sum() > 0):
+            a2: List[torch.Tensor] = list(x.unbind(0))
+        else:
+            a2 = [x.sum(0)]
+        m4: List[torch.Tensor] = []
+        for b3 in a2:
+            m4.append(b3 * 2.0)
+        for i in range(len(m4)):
+            m4[i] = m4[i] * 2.0 + float(i)
+        return torch.stack(m4 + [x.sum(0)], 1)
+
+    @torch.jit.script
+    def zip_of_empty_lists_2436(x: torch.Tensor) -> torch.Tensor:
+        # zip's trip count is a min of constant lengths (0): the loop reading an empty
+        # list of elements of no known rank runs no iteration.
+        l2: List[torch.Tensor] = []
+        z5 = [t * 2.0 for t in l2]
+        m6: List[torch.Tensor] = []
+        for a, b in zip(l2, z5):
+            m6.append(a - b)
+        return torch.cat(m6 + [x.sum(0, keepdim=True)], 0)
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -292,6 +318,8 @@ def _fuzz_regressions() -> list[Spec]:
         (rows_of_no_trip_appended_2177, cases, both, 11),
         (masked_rows_of_no_trip_2282, same_count, both, 12),
         (one_chunk_appended_2352, cases, both, 18),
+        (unbind_or_sum_under_if_2255, cases, both, 16),
+        (zip_of_empty_lists_2436, cases, both, 19),
     ]]
 
 
