@@ -1,47 +1,56 @@
-"""Put a Loop that grows what it carries in an ``If (M > 0)``, for OpenVINO (quirk
+"""Make what a Loop that grows what it carries gives run-time sized, for OpenVINO (quirk
 "loop-assumes-an-iteration").
 
 OpenVINO 2026.4 infers a Loop's carried outputs as if the body ran at least once: a list
 that starts empty and gains a row per iteration comes out with a lower bound of one row,
 and a Concat after it then fails at run time when the Loop ran no iteration ("Descriptor's
-shape: {2 - ?, 1} is incompatible with provided dimensions: {1, 1}"). In an If, the
-outputs merge the branches' shapes, and the else branch gives the initial states and
-empty scan outputs, which is what the Loop gives after no iteration (``passes/_zero_trips``).
+shape: {2 - ?, 1} is incompatible with provided dimensions: {1, 1}"). The Loop itself runs
+no iteration right; only the bound is wrong. Each growing state it gives is therefore
+sliced to its own shape, or, when the Loop may have run none, to its initial value's:
+``Slice(out, 0, Where(runs, Shape(out), Shape(init)))``. The two are the same value when
+it ran none, so the Slice is a no-op at run time, and OpenVINO's bounds of a Where are
+the smaller of both.
 
-The If runs the Loop when its trip count (if a run-time value) is positive and its
-initial condition (if a run-time value) holds. Loops whose carried tensors provably keep
-one shape, and Loops whose trip count and condition are constants, are left alone.
+This replaced an ``If (M > 0)`` around the Loop: OpenVINO's CPU plugin reads garbage from
+such an If's outputs once a chain of Concats reads them (quirk "if-run-time-shape"; fuzz
+seed 2561: a comprehension over columns concatenated along axis 1).
+
+Loops whose carried tensors provably keep one shape, and Loops whose trip count and
+condition are constants, are left alone, and so is a state nothing here reads (a graph's
+output: no Concat follows it in this graph; in a region's sub-model, what reads it is
+outside, and may be this pass's Slice already).
 """
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._rewrite import Scope, rewrite_each_node, take_places
-from seqlower.passes._tensor_ops import Ops
-from seqlower.passes._zero_trips import zero_trip_guard
+from seqlower.passes._rewrite import Scope, rewrite_each_node
+from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.passes.loops_to_scans import carries_one_shape
-from seqlower.analysis import const_array, is_default_domain, model_input_dims
+from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 
 __all__ = ["GuardZeroTripLoopsPass"]
 
 
-
-def _guarded(node: ir.Node) -> bool:
-    """Last in a branch that returns its outputs: what the guard builds (so lowering a
-    lowered model changes nothing), with what a rewrite after it may have put before
-    the Loop (OpenVINO's run-time empty states, made again after folding)."""
-    g = node.graph
-    return g is not None and len(g.inputs) == 0 and list(g)[-1] is node and list(g.outputs) == list(node.outputs)
+def _sized(v: ir.Value) -> bool:
+    """``v`` is read only by the Slice this pass writes and the Shape that sizes it (a
+    model lowered before)."""
+    slices = [u.node for u in v.uses() if u.node.op_type == "Slice" and u.idx == 0 and len(u.node.inputs) >= 3]
+    for sl in slices:
+        ends = sl.inputs[2]
+        p = ends.producer() if ends is not None else None
+        shape = p.inputs[1].producer() if p is not None and p.op_type == "Where" and p.inputs[1] is not None else None
+        if shape is not None and shape.op_type == "Shape" and shape.inputs[0] is v:
+            return all(u.node is sl or u.node is shape for u in v.uses())
+    return False
 
 
 class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        input_dims = model_input_dims(model)
-
         def rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
-            if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes or _guarded(node):
+            if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
                 return None
             m = node.inputs[0] if node.inputs else None
             cond = node.inputs[1] if len(node.inputs) > 1 else None
@@ -51,25 +60,36 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
             if m is None and cond is None:
                 return None
             body = node.attributes["body"].as_graph()
-            n_carried = len(node.inputs) - 2
             if any(v is None for v in node.inputs[2:]) or carries_one_shape(node, body):
                 return None
-            if any(bo.shape is None or bo.dtype is None for bo in body.outputs[1 + n_carried :]):
+            slots = [k for k, (init, out) in enumerate(zip(node.inputs[2:], node.outputs))
+                     if init is not None and isinstance(init.type, ir.TensorType) and init.shape is not None
+                     and init.shape.rank() > 0 and out.uses() and not _sized(out)]
+            if not slots:
                 return None
             o = Ops(scope.builder(node, names))
             base = node.name or "loop"
-            trips = o.reshape(m, o.ints([]), f"{base}_trips") if m is not None and (m.shape is None or m.shape.rank() != 0) else m
-            steps = [(bo.shape, bo.dtype) for bo in body.outputs[1 + n_carried :]]
-            node.attributes.pop("body")
-
-            def loop() -> ir.Node:
-                inner = ir.Node("", "Loop", list(node.inputs), [ir.AttrGraph("body", body)], num_outputs=len(node.outputs),
-                                name=names.fresh(f"{base}_loop"))
-                return inner
-
-            results = zero_trip_guard(o, trips, cond, list(node.inputs[2:]), steps, list(node.outputs), loop, scope, names, input_dims, base)
-            take_places(list(node.outputs), results, scope.graph)
-            scope.graph.remove(node, safe=True)
-            return "tensor ops", "Loop in an If for no iteration (OpenVINO)"
+            runs = []
+            if m is not None:
+                trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
+                runs.append(o.op("Greater", [trips, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL, shape=[]))
+            if cond is not None:
+                runs.append(cond if cond.shape is not None and cond.shape.rank() == 0 else o.reshape(cond, o.ints([]), f"{base}_starts"))
+            ran = runs[0] if len(runs) == 1 else o.op("And", runs, f"{base}_ran", dtype=ir.DataType.BOOL, shape=[])
+            # After the Loop: before the node that follows it (or at the end).
+            nodes = list(scope.graph)
+            following = nodes[nodes.index(node) + 1] if nodes[-1] is not node else None
+            a = Ops(scope.builder(following, names))
+            for k in slots:
+                init, out = node.inputs[2 + k], node.outputs[k]
+                rank = init.shape.rank()
+                readers = list(out.uses())
+                dims = a.op("Where", [ran, a.shape(out, f"{out.name or base}_ran_dims"), a.shape(init, f"{out.name or base}_init_dims")],
+                            f"{out.name or base}_dims", dtype=INT64, shape=[rank])
+                sized = a.slice(out, a.ints([0] * rank), dims, list(range(rank)), f"{out.name or base}_sized")
+                sized.type, sized.shape = out.type, out.shape
+                for use in readers:
+                    use.node.replace_input_with(use.idx, sized)
+            return "tensor ops", "growing states sized to what the Loop ran (OpenVINO)"
 
         return rewrite_each_node(model, rewrite)

@@ -130,6 +130,7 @@ TVM_RUNS = {
     "dynamo_chunk_dynamic_batch_opset18", "dynamo_split_chunk_unbind_opset18", "ts_chunk_pop_cat_opset13",
     "ts_chunk_pop_cat_opset17", "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17", "tf_map_fn_fixed_opset13", "tf_map_fn_fixed_opset17", "tf_unstack_stack_opset13",
     "tf_unstack_stack_opset17", "ts_guarded_pop_of_empty_1039_opset14", "ts_loops_over_empty_lists_1037_opset15",
+    "ts_zip_of_empty_lists_2436_opset19",
 }
 
 

@@ -293,6 +293,29 @@ def _fuzz_regressions() -> list[Spec]:
             m6.append(a - b)
         return torch.cat(m6 + [x.sum(0, keepdim=True)], 0)
 
+    @torch.jit.script
+    def columns_joined_along_them_2561(x: torch.Tensor) -> torch.Tensor:
+        # A Loop growing a list of columns, then a chain of Concats: OpenVINO read
+        # garbage from the If that guarded the Loop against no iteration.
+        l1: List[torch.Tensor] = [x[:, j : j + 1] for j in range(x.size(1))]
+        l2: List[torch.Tensor] = [x, x[:, :1]]
+        l1 = l1 + l2
+        return torch.cat(l1 + [x[:, :0]], 1)
+
+    @torch.jit.script
+    def row_prefixes_appended_under_if_2258(x: torch.Tensor) -> torch.Tensor:
+        l1: List[torch.Tensor] = [x[i][: i + 1] for i in range(x.size(0))]
+        if bool(x.sum() > 0):
+            l1.append(x.reshape(-1)[:3])
+        else:
+            l1 = l1 + [x.reshape(-1)[:3]]
+        if len(l1) > 0:
+            l1.pop()
+        m2: List[torch.Tensor] = []
+        for t in l1:
+            m2.append(t * 3.0)
+        return torch.cat(m2 + [x.reshape(-1)[:1]], 0)
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -320,6 +343,8 @@ def _fuzz_regressions() -> list[Spec]:
         (one_chunk_appended_2352, cases, both, 18),
         (unbind_or_sum_under_if_2255, cases, both, 16),
         (zip_of_empty_lists_2436, cases, both, 19),
+        (columns_joined_along_them_2561, cases, both, 20),
+        (row_prefixes_appended_under_if_2258, cases, both, 16),
     ]]
 
 
