@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from seqlower.inference import infer_shapes
 from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
-from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, keep_for_next_pass, const_array, const_position, is_default_domain, model_input_dims
+from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, keep_for_next_pass, const_array, const_position, dynamic_split_squeezes, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.irutil import graphs_of
@@ -552,7 +552,19 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
             continue
         has_split = len(node.inputs) > 1 and node.inputs[1] is not None
         keepdims = node.attributes["keepdims"].as_int() if "keepdims" in node.attributes else 1
-        if not has_split or keepdims or info.elem_shape is None or value.shape == info.elem_shape:
+        if not has_split or keepdims:
+            continue
+        split = const_array(node.inputs[1])
+        if info.elem_shape is None:
+            # The input's shape not known yet (no value info: onnx infers it next), but the
+            # squeeze is: written in the spec's form, onnx infers the policy's rank.
+            if policy != "spec" and split is not None and split.ndim == 0 and int(split) == 1 \
+                    and dynamic_split_squeezes(node, policy):
+                node.resize_inputs(1)
+                value.shape = None
+                seeds.append(value)
+            continue
+        if value.shape == info.elem_shape:
             continue
         if value.shape is not None and value.shape.rank() == info.elem_shape.rank():
             continue
@@ -560,7 +572,6 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
             value.type = ir.SequenceType(ir.TensorType(info.dtype))
         if value.type is not None:
             value.shape = info.elem_shape
-        split = const_array(node.inputs[1])
         if policy != "spec" and split is not None and split.ndim == 0 and int(split) == 1:
             # Chunks of one, squeezed: what the spec's form without a split means, so
             # that onnx's own inference (run again below) agrees with the policy.

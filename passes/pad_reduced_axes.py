@@ -95,6 +95,9 @@ def _padded_already(x: ir.Value) -> bool:
         p = p.inputs[0].producer()
     if p is None or p.op_type != "Concat" or len(p.inputs) != 2 or p.inputs[1] is None:
         return False
+    slab = const_array(p.inputs[1])
+    if slab is not None:  # the Expand folded (a static slab): one value repeated
+        return slab.size > 0 and bool(np.all(slab == slab.reshape(-1)[0]))
     q = p.inputs[1].producer()
     return q is not None and q.op_type == "Expand" and q.inputs[0] is not None and const_array(q.inputs[0]) is not None
 

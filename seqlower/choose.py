@@ -355,5 +355,12 @@ class Chooser:
                     return f"{node_label(p)}: the rank of split '{split.name}' (scalar or 1-D) is unknown"
             for use in _users(v):
                 if use.op_type == "ConcatFromSequence" and layouts[v].ranked and layouts[v].width is not None:
-                    return f"{node_label(use)} concatenates elements of different ranks"
+                    if not self.runtime_ranks:
+                        return f"{node_label(use)} concatenates elements of different ranks"
+                    # Which rank it concatenates is chosen at run time (an If between lists
+                    # of other ranks): the rows as wide as the run makes them.
+                    fixed, runtime = layouts[v], Layout(None, True)
+                    for k, layout in layouts.items():
+                        if layout is fixed:
+                            layouts[k] = runtime
         return None

@@ -44,6 +44,9 @@ class _State:
     feeds: dict[str, Any] = field(default_factory=dict)
     inits: list[onnx.TensorProto] = field(default_factory=list)
     counter: int = 0
+    # A branch declares what onnx's inference contradicts (as TorchScript's unbind does):
+    # the model passes the checker, not its full check.
+    contradicted: bool = False
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -79,26 +82,28 @@ def generate(draw: Any, shapes: str = "v1", unknown_rank: bool = True) -> tuple[
     elem = draw("choice", list(ELEMENT_TYPES))
     st = _State(family, elem, n_rows, m_cols, [], "")
     st.inputs.append(helper.make_tensor_value_info("x", elem, ["N", "M"]))
-    if shapes == "v2" and unknown_rank and draw("choice", [False, False, False, True]):
+    if shapes in ("v2", "v3") and unknown_rank and draw("choice", [False, False, False, True]):
         st.inputs[-1].type.tensor_type.ClearField("shape")  # a model input of unknown rank
     st.feeds["x"] = _x(st)
-    if shapes == "v2" and draw("choice", [False, True]):
+    if shapes in ("v2", "v3") and draw("choice", [False, True]):
         _start_differing(st, draw)
     else:
         _start(st, draw)
-    steps = ["insert", "erase", "at", "length", "loop", "if"] + (list(_V2_STEPS) if shapes == "v2" else [])
+    steps = ["insert", "erase", "at", "length", "loop", "if"] + (list(_V2_STEPS) if shapes in ("v2", "v3") else [])
+    steps += list(_V3_STEPS) if shapes == "v3" else []
     for _ in range(draw("int", 1, 5)):
         step = draw("choice", steps)
         globals()[f"_{step}"](st, draw, opset)
-    if shapes == "v2" and opset >= 17 and draw("choice", [False, False, True]):
+    if shapes in ("v2", "v3") and opset >= 17 and draw("choice", [False, False, True]):
         _broadcast_rank_up(st)
     _finish(st, draw)
     g = helper.make_graph(st.nodes, "generated", st.inputs, st.outputs, initializer=st.inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_FOR_OPSET[opset])
-    if m.graph.input[0].type.tensor_type.HasField("shape"):
-        onnx.checker.check_model(m, full_check=True)
+    ranked = m.graph.input[0].type.tensor_type.HasField("shape")
+    if ranked:
+        onnx.checker.check_model(m, full_check=not st.contradicted)
     else:  # the checker wants a shape on graph inputs; onnxruntime (and seqlower) do not
-        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=not st.contradicted)
     return m, st.feeds
 
 
@@ -425,3 +430,97 @@ def _broadcast_rank_up(st: _State) -> None:
     st.nodes.append(helper.make_node("SequenceMap", [st.seq], [out], body=body))
     st.shapes = [(1, *s) for s in st.shapes]
     st.seq = out
+
+
+# -- Stage 10 shapes (generate(..., shapes="v3")) ---------------------------------------
+# Side lists beside the main one, each read back at once: If branches whose lists differ
+# in rank (declared as the exporter pleases), ConcatFromSequence at an axis valid only for
+# the rank the run takes, a list built and consumed inside a Loop body, a Flat pool of
+# elements of unequal ranks.
+_V3_STEPS = ("if_ranks", "loop_local_list", "unequal_ranks")
+
+
+def _declared(st: _State, name: str, rank: int | None, draw: Any) -> onnx.ValueInfoProto:
+    """A branch's sequence output as an exporter might declare it: no shape, the rank it
+    has, or the rank of the other branch (TorchScript's unbind declares the spec's)."""
+    how = draw("choice", ["none", "right", "other"])
+    if how == "none" or rank is None:
+        return helper.make_tensor_sequence_value_info(name, st.elem, None)
+    r = rank if how == "right" else (3 - rank)
+    st.contradicted |= r != rank
+    return helper.make_tensor_sequence_value_info(name, st.elem, [None] * r)
+
+
+def _if_ranks(st: _State, draw: Any, opset: int) -> None:
+    """If cond: x unbound along the family's axis (elements of rank 1); else: [x, x]
+    (rank 2). Read back by ConcatFromSequence at an axis valid for the branch taken (1
+    when it gives rank 2, which the rank-1 branch could not take) and by SequenceLength."""
+    if opset < CARRY_SINCE:
+        return _insert(st, draw, opset)
+    cond = draw("choice", [True, False])
+    c = st.fresh("cond")
+    st.inputs.append(helper.make_tensor_value_info(c, BOOL, []))
+    st.feeds[c] = np.array(cond)
+    axis = 0 if st.family == "rows" else 1
+    then_out, else_out = st.fresh("unbound"), st.fresh("pair")
+    then_g = helper.make_graph([helper.make_node("SplitToSequence", ["x"], [then_out], axis=axis, keepdims=0)],
+                               st.fresh("then"), [], [_declared(st, then_out, 1, draw)])
+    else_g = helper.make_graph([helper.make_node("SequenceConstruct", ["x", "x"], [else_out])], st.fresh("else"), [],
+                               [_declared(st, else_out, 2, draw)])
+    out, cat, n = st.fresh("ranked"), st.fresh("cat"), st.fresh("len")
+    st.nodes.append(helper.make_node("If", [c], [out], then_branch=then_g, else_branch=else_g))
+    n_rows, m_cols = st.x_shape()
+    count = (n_rows if axis == 0 else m_cols) if cond else 2
+    st.nodes.append(helper.make_node("SequenceLength", [out], [n]))
+    st.outputs.append(helper.make_tensor_value_info(n, INT64, []))
+    if count:  # (a ConcatFromSequence of nothing is an error)
+        cat_axis = 0 if cond else draw("choice", [0, 1, -1])
+        st.nodes.append(helper.make_node("ConcatFromSequence", [out], [cat], axis=cat_axis))
+        st.outputs.append(helper.make_tensor_value_info(cat, st.elem, [None] if cond else [None, None]))
+
+
+def _loop_local_list(st: _State, draw: Any, opset: int) -> None:
+    """A Loop whose body builds a list of its own (x split along the family's axis, x
+    appended i times... at most twice) and consumes it: its length and one concatenation
+    are the step's scan outputs. No list crosses the body's boundary."""
+    if opset < 11:
+        return _insert(st, draw, opset)
+    # At least one step: after none, the spec leaves a scan output's trailing dims open
+    # (the reference gives 0s where the body declares none, a lowered model the real dims).
+    trips = draw("int", 1, 3)
+    axis = 0 if st.family == "rows" else 1
+    i, c, c_out = st.fresh("i"), st.fresh("c"), st.fresh("c_out")
+    parts, grown, length, cat = st.fresh("parts"), st.fresh("grown"), st.fresh("n"), st.fresh("joined")
+    nodes = [helper.make_node("Identity", [c], [c_out]),
+             helper.make_node("SplitToSequence", ["x"], [parts], axis=axis),
+             helper.make_node("SequenceInsert", [parts, "x"], [grown]),
+             helper.make_node("SequenceLength", [grown], [length]),
+             helper.make_node("ConcatFromSequence", [grown], [cat], axis=axis)]
+    body = helper.make_graph(
+        nodes, st.fresh("local"),
+        [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, [])],
+        [helper.make_tensor_value_info(c_out, BOOL, []), helper.make_tensor_value_info(length, INT64, []),
+         helper.make_tensor_value_info(cat, st.elem, [None, None])],
+    )
+    lens, cats = st.fresh("lens"), st.fresh("cats")
+    st.nodes.append(helper.make_node("Loop", [st.runtime_int(trips), ""], [lens, cats], body=body))
+    st.outputs += [helper.make_tensor_value_info(lens, INT64, [None]), helper.make_tensor_value_info(cats, st.elem, [None] * 3)]
+
+
+def _unequal_ranks(st: _State, draw: Any, opset: int) -> None:
+    """A list of x, a row of x (rank 1) and, from opset 13, an element chosen by an If
+    between the two: a Flat pool of unequal widths, read by SequenceAt at a run-time
+    position and returned (the ABI)."""
+    row = st.fresh("row")
+    n_rows, m_cols = st.x_shape()
+    if n_rows == 0:
+        return _insert(st, draw, opset)
+    st.nodes.append(helper.make_node("Gather", ["x", _const(st, 0, "first")], [row], axis=0))
+    out, at = st.fresh("pool"), st.fresh("at")
+    ranks = [2, 1] if draw("choice", [True, False]) else [1, 2]
+    st.nodes.append(helper.make_node("SequenceConstruct", ["x" if r == 2 else row for r in ranks], [out]))
+    p = draw("int", -2, 1)
+    st.nodes.append(helper.make_node("SequenceAt", [out, st.runtime_int(p)], [at]))
+    st.outputs.append(helper.make_tensor_value_info(at, st.elem, [None] * ranks[p]))
+    if draw("choice", [True, False]):
+        st.outputs.append(helper.make_tensor_sequence_value_info(out, st.elem, None))

@@ -316,6 +316,14 @@ def _fuzz_regressions() -> list[Spec]:
             m2.append(t * 3.0)
         return torch.cat(m2 + [x.reshape(-1)[:1]], 0)
 
+    @torch.jit.script
+    def max_of_unbound_rows_3041(x: torch.Tensor) -> torch.Tensor:
+        # The unbound list's input has no declared shape yet when the keepdims policy is
+        # applied (x * scale): the squeeze is written in the spec's form all the same.
+        x = x * torch.tensor([1.5])
+        l1: List[torch.Tensor] = [r.max() for r in x.unbind(0)]
+        return torch.stack(l1 + [x.sum()])
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -345,6 +353,7 @@ def _fuzz_regressions() -> list[Spec]:
         (zip_of_empty_lists_2436, cases, both, 19),
         (columns_joined_along_them_2561, cases, both, 20),
         (row_prefixes_appended_under_if_2258, cases, both, 16),
+        (max_of_unbound_rows_3041, [c for c in cases if c[0].shape[1] > 0], both, 14),
     ]]
 
 

@@ -486,7 +486,7 @@ def _check_export(label: str, proto: onnx.ModelProto, cases: list, workdir: Path
                     problems.append(f"{backend}: wrong numbers at x{list(x.shape)}")
                     break
     if target and not problems:
-        problems += _check_target(src, target, faithful)
+        problems += _check_target(src, target, faithful, out)
     if problems:
         out.failures.append(f"seed {out.seed} {label}: " + "; ".join(problems))
         out.exports[f"{label}: FAILED"] += 1
@@ -497,7 +497,7 @@ def _check_export(label: str, proto: onnx.ModelProto, cases: list, workdir: Path
             p.unlink(missing_ok=True)
 
 
-def _check_target(src: Path, target: str, cases: list) -> list[str]:
+def _check_target(src: Path, target: str, cases: list, out: Outcome) -> list[str]:
     """Lowered for ``target`` and run on its own runtime (openvino, tract), or its gaps
     named by ``check --target``."""
     from seqlower.cli import main as cli
@@ -511,8 +511,11 @@ def _check_target(src: Path, target: str, cases: list) -> list[str]:
         finally:
             sys.stderr, sys.stdout = stderr, stdout
     if code != 0:
+        out.exports[f"{target}: lowering failed"] += 1
         return [f"lower --target {target} exited {code}"]
     if gaps != 0:
+        dst.unlink(missing_ok=True)
+        out.exports[f"{target}: named by check --target"] += 1
         return []  # named before anything runs: not a wrong number
     problems = []
     for x, want in cases:
@@ -525,7 +528,9 @@ def _check_target(src: Path, target: str, cases: list) -> list[str]:
         if not _same(want, got):
             problems.append(f"{target}: WRONG NUMBERS at x{list(x.shape)}")
             break
-    dst.unlink(missing_ok=True)
+    if not problems:
+        dst.unlink(missing_ok=True)
+    out.exports[f"{target}: " + ("failed, not named" if problems else "ran right")] += 1
     return problems
 
 

@@ -92,9 +92,20 @@ class _Tract:
         fd, path = tempfile.mkstemp(suffix=".onnx")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        return {"path": path, "plans": {}}
+        model = self.tract.onnx().load(path)
+        return {"path": path, "plans": {}, "inputs": [model.input_name(i) for i in range(model.input_count())],
+                "defaults": _input_defaults(data)}
 
     def run(self, loaded: Any, names: list[str], feeds: dict[str, Any]) -> list[Any]:
+        # tract takes an input that has an initializer as that constant (quirk
+        # "initializer-input-constant"): it is no input of its model, and a value other
+        # than the default would be ignored, so it is refused.
+        for n in names:
+            if n not in loaded["inputs"] and n in loaded["defaults"]:
+                if not np.array_equal(np.asarray(feeds[n]), loaded["defaults"][n]):
+                    raise ValueError(f"tract takes input '{n}' as its initializer, a constant: "
+                                     "a value other than the default cannot be given")
+        names = [n for n in loaded["inputs"] if n in feeds]
         # tract plans for concrete input shapes: one plan per shape signature.
         # (not np.ascontiguousarray: it turns a scalar into a [1] array)
         arrays = [np.asarray(feeds[n], order="C") for n in names]
@@ -120,6 +131,16 @@ class _Tract:
             if "TDim" not in str(e):
                 raise
             return r.convert_to(self.tract.DatumType.I64).to_numpy()
+
+
+def _input_defaults(data: bytes) -> dict[str, np.ndarray]:
+    """The main graph's inputs that have an initializer, and its value."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load_from_string(data).graph
+    declared = {i.name for i in graph.input}
+    return {t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name in declared}
 
 
 def main() -> None:

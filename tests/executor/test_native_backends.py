@@ -47,7 +47,7 @@ TRACT_RUNS = {
     "ts_split_dynamic_sizes_opset13", "ts_split_dynamic_sizes_opset17",
     "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17",
     "ts_guarded_pop_of_empty_1039_opset14", "ts_loops_over_empty_lists_1037_opset15",
-    "ts_rows_of_no_trip_appended_2177_opset11", "ts_zip_of_empty_lists_2436_opset19",
+    "ts_rows_of_no_trip_appended_2177_opset11", "ts_zip_of_empty_lists_2436_opset19", "ts_max_of_unbound_rows_3041_opset14",
 }
 
 
@@ -79,6 +79,22 @@ def test_tract_returns_a_shape_output_through_the_executor():
     m = model([helper.make_node("Shape", ["x"], ["dims"])], [t("x", FLOAT, ["N"])], [t("dims", INT64, [1])])
     out = Executor(m, backend="tract").run({"x": np.zeros(3, np.float32)}).outputs["dims"]
     assert out.dtype == np.int64 and out.tolist() == [3]
+
+
+def test_tract_takes_an_input_with_an_initializer_as_that_constant():
+    # keep_initializers_as_inputs: the scale is an input with a default. tract makes it a
+    # constant; the executor feeds it the rest and refuses another value.
+    from seqlower.targets import load_target
+
+    assert "initializer-input-constant" in dict(load_target("tract").quirks)
+    m = model([helper.make_node("Mul", ["x", "scale"], ["y"])], [t("x", FLOAT, ["n"]), t("scale", FLOAT, [1])],
+              [t("y", FLOAT, ["n"])], initializer=[const("scale", np.array([1.5], np.float32))])
+    ex = Executor(m, backend="tract")
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(ex.run({"x": x}).outputs["y"], x * 1.5)
+    np.testing.assert_array_equal(ex.run({"x": x, "scale": np.array([1.5], np.float32)}).outputs["y"], x * 1.5)
+    with pytest.raises(Exception, match="takes input 'scale' as its initializer"):
+        ex.run({"x": x, "scale": np.array([2.0], np.float32)})
 
 
 def _runs_every_case(low: onnx.ModelProto, backend: str, path: Path, notes: list[str] | None = None) -> bool:
