@@ -137,6 +137,14 @@ def _rename(node: ir.Node, names: NameAuthority, i: int | str) -> None:
         for v in n.outputs:
             if v.name:
                 v.name = names.fresh(f"{v.name}_{i}")
+        value = n.attributes.get("value") if n.op_type == "Constant" else None
+        if value is not None and value.type == ir.AttributeType.TENSOR and n.outputs[0].name:
+            # Graph.clone shares the tensor among the copies: each gets its own, named
+            # like its output (else the last copy's name is every copy's).
+            t = value.as_tensor()
+            copy = (ir.StringTensor(t.numpy(), shape=t.shape, name=n.outputs[0].name) if t.dtype == ir.DataType.STRING
+                    else ir.tensor(t.numpy(), dtype=t.dtype, name=n.outputs[0].name))
+            n.attributes["value"] = ir.AttrTensor("value", copy)
         for attr in n.attributes.values():
             graphs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else []
             for g in graphs:

@@ -32,6 +32,11 @@ class Ops:
         return self.b.constant(np.array(value, dtype=np.int64), "scalar")
 
     def shape(self, x: ir.Value, name: str) -> ir.Value:
+        # A constant's shape is a constant: OpenVINO gives the Shape of an empty constant
+        # as an empty tensor (quirk "empty-constant").
+        c = irutil.const_array(x)
+        if c is not None:
+            return self.ints(list(c.shape))
         rank = x.shape.rank() if x.shape is not None else None
         return self.op("Shape", [x], name, dtype=INT64, shape=None if rank is None else [rank])
 

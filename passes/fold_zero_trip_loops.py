@@ -1,13 +1,16 @@
-"""A ``Loop`` that carries a list and provably runs no iteration is its initial values.
+"""A ``Loop`` that provably runs no iteration is its initial values.
 
 TorchScript guards list code with loops over lists that are empty at compile time
 (``while len(xs) > 2: xs.pop()`` on ``xs = []``, ``for t in xs`` over a list nothing
 appended to, ``zip`` of two of those): their trip count or first condition is known once
 ``fold_sequence_constants`` has folded the lengths, and what they carry out is then what
 they carry in. Kept, such a loop hides the list's length (and an empty list's elements
-have no rank, so a join with them cannot be lowered). This pass:
+have no rank, so a join with them cannot be lowered). A loop over such a list that was
+lowered before its length was known (a comprehension over a list a folded loop left
+empty) carries tensors by then, and is folded the same way: kept, it reads the empty
+constants OpenVINO cannot load. This pass:
 
-1. finds each ``Loop`` that carries a sequence, whose trip count evaluates to at most 0
+1. finds each ``Loop`` whose trip count evaluates to at most 0
    or whose initial condition evaluates to false (constants and static dims, the
    evaluator of ``fold_sequence_arguments``);
 2. replaces each carried output by its initial value and each scan output by an empty
@@ -60,7 +63,7 @@ def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
         return None
     body = node.attributes["body"].as_graph()
     carried = len(node.inputs) - 2
-    if carried < 0 or not any(isinstance(v.type, ir.SequenceType) for v in node.inputs[2:] if v is not None):
+    if carried < 0:
         return None
     why = _runs_no_iteration(node, scope.opset)
     if why is None:

@@ -41,6 +41,8 @@ def _sized(v: ir.Value) -> bool:
     for sl in slices:
         ends = sl.inputs[2]
         p = ends.producer() if ends is not None else None
+        if p is not None and p.op_type == "Gather" and p.inputs[0] is not None:  # (some axes only)
+            p = p.inputs[0].producer()
         shape = p.inputs[1].producer() if p is not None and p.op_type == "Where" and p.inputs[1] is not None else None
         if shape is not None and shape.op_type == "Shape" and shape.inputs[0] is v:
             return all(u.node is sl or u.node is shape for u in v.uses())
@@ -84,9 +86,18 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                 init, out = node.inputs[2 + k], node.outputs[k]
                 rank = init.shape.rank()
                 readers = list(out.uses())
+                # Only the axes that may grow: a static dim the body keeps stays static
+                # (a Flat list's rows stay [?, W]: OpenVINO reshapes by a row's W entries).
+                kept = body.outputs[1 + k].shape
+                axes = [i for i in range(rank) if not (isinstance(init.shape.dims[i], int) and kept is not None
+                                                       and kept.rank() == rank and kept.dims[i] == init.shape.dims[i])]
+                if not axes:
+                    continue
                 dims = a.op("Where", [ran, a.shape(out, f"{out.name or base}_ran_dims"), a.shape(init, f"{out.name or base}_init_dims")],
                             f"{out.name or base}_dims", dtype=INT64, shape=[rank])
-                sized = a.slice(out, a.ints([0] * rank), dims, list(range(rank)), f"{out.name or base}_sized")
+                if len(axes) < rank:
+                    dims = a.op("Gather", [dims, a.ints(axes)], f"{out.name or base}_grown_dims", dtype=INT64, shape=[len(axes)])
+                sized = a.slice(out, a.ints([0] * len(axes)), dims, axes, f"{out.name or base}_sized")
                 sized.type, sized.shape = out.type, out.shape
                 for use in readers:
                     use.node.replace_input_with(use.idx, sized)

@@ -33,14 +33,14 @@ __all__ = ["IfsToSelectsPass", "run_time_shaped"]
 
 
 def run_time_shaped(node: ir.Node) -> bool:
-    """An If with a 1-D tensor output whose length is known only at run time (as measured:
-    lengths, sizes, positions; a 2-D output was read right), other than a zero-trip guard
-    (``passes/_zero_trips``): what OpenVINO reads wrong once two ops in a row read it
-    (quirk "if-run-time-shape"; the readers may be outside the region being lowered, so
-    every such If is taken)."""
+    """An If with a tensor output whose first dim is known only at run time (lengths,
+    sizes, positions read wrong; a [?, 5] list of rows, unrolled from a loop, failed to
+    compile: "dynamic rank"), other than a zero-trip guard (``passes/_zero_trips``): what
+    OpenVINO gets wrong once two ops in a row read it (quirk "if-run-time-shape"; the
+    readers may be outside the region being lowered, so every such If is taken)."""
     if is_zero_trip_guard(node):
         return False
-    return any(isinstance(v.type, ir.TensorType) and v.shape is not None and v.shape.rank() == 1
+    return any(isinstance(v.type, ir.TensorType) and v.shape is not None and v.shape.rank() >= 1
                and not isinstance(v.shape.dims[0], int) for v in node.outputs)
 
 

@@ -197,7 +197,10 @@ class _Lowerer(Converter):
         width, ranked = self.layout(v)
         assert ranked == (ranks is not None)
         dtype = dtype or values.dtype
-        assert dtype is not None
+        if dtype is None:
+            # (a model onnx's inference fails on: a Loop counting with an int32 iteration)
+            made = f"{node_label(v.producer())}: " if v.producer() is not None else ""
+            raise ModelError(f"{made}the element type of '{v.name}' is unknown (onnx's inference finds none)")
         fs = FlatSeq(values, shapes, ranks, dtype, width, o.b.graph, _producer_in(shapes, o.b.graph), o.b.main_graph, o.b.opset)
         self.seqs[v] = fs
         return fs

@@ -38,6 +38,7 @@ from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
 from seqlower.passes.reductions_as_sums import ONNX2TORCH, OPENVINO, ReductionsAsSumsPass
 from seqlower.passes.positive_reduction_axes import PositiveReductionAxesPass
 from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
+from seqlower.passes.empty_constants_as_constant_of_shape import EmptyConstantsAsConstantOfShapePass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
@@ -133,6 +134,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         final += [UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state), UnfoldEmptyLoopStatesPass()]
     if "loop-assumes-an-iteration" in dict(target.quirks):
         final.append(GuardZeroTripLoopsPass())
+    if "empty-constant" in dict(target.quirks):
+        # (not region-wide: the empty constants are the lowerings' own, in the region)
+        final.append(EmptyConstantsAsConstantOfShapePass())
     if "split-tuple-output" in dict(target.quirks):
         final.append(SeparateTupleOutputsPass())
     final += [rewrite() for quirk, rewrite in _OP_QUIRK_REWRITES if quirk in dict(target.quirks)]
@@ -253,10 +257,17 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
     quirks = dict(load_target(options.target).quirks)
     passes: list[ir.passes.PassBase] = []
     if "empty-constant-loop-state" in quirks:
-        passes.append(UnfoldEmptyLoopStatesPass())
+        # Folding can make a Loop's trip count a constant too (TorchScript's len of a list
+        # of static length): such a Loop is unrolled, as before folding.
+        # and one it made run no iteration, reading the empty constants of a list lowered
+        # before its length was known, is its initial values.
+        passes += [FoldZeroTripLoopsPass(), UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state),
+                   UnfoldEmptyLoopStatesPass()]
         # A Loop given a run-time state now may need its zero-trip guard too.
         if "loop-assumes-an-iteration" in quirks:
             passes.append(GuardZeroTripLoopsPass())
+    if "empty-constant" in quirks:
+        passes.append(EmptyConstantsAsConstantOfShapePass())  # (folding made them constants again)
     return passes
 
 

@@ -88,6 +88,10 @@ logger = logging.getLogger(__name__)
 # -- the analysis -----------------------------------------------------------------------
 
 
+# The input of each op that holds positions or sizes (int32 or int64 by the spec).
+_INDEX_INPUTS = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1, "SplitToSequence": 1}
+
+
 class _Analyzer(ControlFlow, Chooser):
     def __init__(self, model: ir.Model, max_unroll: int, keepdims_policy: str, packed: bool = True,
                  runtime_ranks: bool = True) -> None:
@@ -245,6 +249,11 @@ class _Analyzer(ControlFlow, Chooser):
         if not lo <= n <= hi:
             want = f"{lo}" if lo == hi else f"{lo} to {hi}"
             raise ModelError(f"{node_label(node)}: expects {want} inputs, got {n}")
+        k = _INDEX_INPUTS.get(node.op_type)
+        v = node.inputs[k] if k is not None and k < len(node.inputs) else None
+        if v is not None and v.dtype is not None and v.dtype not in (ir.DataType.INT32, ir.DataType.INT64):
+            what = "split" if node.op_type == "SplitToSequence" else "position"
+            raise ModelError(f"{node_label(node)}: its {what} '{v.name}' is {v.dtype.name}; the spec takes int32 or int64")
 
     # transfer functions --------------------------------------------------------------
 

@@ -258,3 +258,42 @@ def test_an_if_of_run_time_shape_is_named_for_openvino_until_a_select_takes_it()
     del returned.graph.node[3:]
     returned.graph.output[0].name = "lens"
     assert target_gaps(returned, load_target("openvino")) == []
+
+
+def test_openvino_refuses_a_reshape_of_run_time_rank_and_check_names_it():
+    # Element p of a list whose elements differ in rank ([3, 2] and [6]): its shape is
+    # the stored dims up to its rank, a length only the run knows (bisected from a
+    # generated program by tools/bisect_runtime.py).
+    def reshape_model(ranks: list[int]) -> onnx.ModelProto:
+        nodes = [helper.make_node("Gather", ["ranks", "p"], ["rank"]),
+                 helper.make_node("Slice", ["dims", "zero", "rank", "zero"], ["shape"]),
+                 helper.make_node("Reshape", ["v", "shape"], ["y"])]
+        m = model(nodes, [t("p", onnx.TensorProto.INT64, [1]), t("v", FLOAT, [6])], [t("y", FLOAT, [None, None])],
+                  initializer=[onnx.numpy_helper.from_array(np.array(ranks, np.int64), "ranks"),
+                               onnx.numpy_helper.from_array(np.array([3, 2], np.int64), "dims"),
+                               onnx.numpy_helper.from_array(np.array([0], np.int64), "zero")])
+        m.graph.output[0].type.tensor_type.ClearField("shape")
+        return m
+
+    feeds = {"p": np.array([0]), "v": np.arange(6, dtype=np.float32)}
+    m = reshape_model([2, 1])
+    with pytest.raises(Exception, match="dynamic rank"):
+        Executor(m, backend="openvino").run(feeds)
+    gaps = target_gaps(m, load_target("openvino"))
+    assert [g.where for g in gaps] == ["Reshape node (output 'y')"] and "dynamic rank" in gaps[0].why
+
+
+def test_openvino_cannot_read_an_empty_constant_in_a_loop_and_check_names_it():
+    loop_body = body([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Slice", ["empty", "z", "z", "z"], ["part"]),
+                      helper.make_node("Concat", ["h", "part"], ["h_out"], axis=0)],
+                     [t("i", onnx.TensorProto.INT64, []), t("c", BOOL, []), t("h", FLOAT, [None])],
+                     [t("c_out", BOOL, []), t("h_out", FLOAT, [None])])
+    m = model([helper.make_node("Loop", ["n", "", "h0"], ["h"], body=loop_body)],
+              [t("n", onnx.TensorProto.INT64, []), t("h0", FLOAT, [None])], [t("h", FLOAT, [None])],
+              initializer=[onnx.numpy_helper.from_array(np.zeros(0, np.float32), "empty"),
+                           onnx.numpy_helper.from_array(np.array([0], np.int64), "z")])
+    with pytest.raises(Exception, match="Shape inference input shapes|out-of-range dimension"):
+        Executor(m, backend="openvino").run({"n": np.array(2), "h0": np.ones(3, np.float32)})
+    gaps = target_gaps(m, load_target("openvino"))
+    assert [g.where for g in gaps] == ["Loop node (output 'h')", "Slice node (output 'part')"]
+    assert all("'empty'" in g.why for g in gaps)

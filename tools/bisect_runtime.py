@@ -44,6 +44,10 @@ def _with_outputs(model: onnx.ModelProto, nodes: list[onnx.NodeProto], outputs: 
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
+    # (its ports are these values now, not the original's sequence ABI)
+    kept = [p for p in m.metadata_props if not p.key.startswith("seqlower.")]
+    del m.metadata_props[:]
+    m.metadata_props.extend(kept)
     del g.value_info[:]
     del g.node[:]
     g.node.extend(nodes)

@@ -324,6 +324,22 @@ def _fuzz_regressions() -> list[Spec]:
         l1: List[torch.Tensor] = [r.max() for r in x.unbind(0)]
         return torch.stack(l1 + [x.sum()])
 
+    @torch.jit.script
+    def columns_kept_when_positive_3134(x: torch.Tensor) -> torch.Tensor:
+        # Static shapes: the loop over the columns is unrolled for OpenVINO, into Ifs of
+        # [?, 5] lists (run as selects) and the Shapes of its empty start (folded).
+        l1: List[torch.Tensor] = list(x.split(1, 1))
+        x = x + float(len(l1))
+        m2: List[torch.Tensor] = []
+        for t in l1:
+            if bool(t.sum() > 0):
+                m2.append(t.sum(1))
+        if bool(x.sum() > 0):
+            m2.append(x.sum(1))
+        else:
+            m2 = m2 + [x.sum(1) * 3.0]
+        return torch.stack(m2 + [x.sum(1)], 1)
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -338,6 +354,7 @@ def _fuzz_regressions() -> list[Spec]:
     rows = [c for c in cases if c[0].shape[0] > 0]  # (see EXPORTER_LIMITS)
     # TorchScript makes a per-row mask a Loop scan output: right only where every row
     # keeps as many values.
+    static = [(torch.randn(5, 3, generator=g) + shift,) for shift in (0.0, 3.0, -3.0, 0.5)]
     same_count = [(torch.zeros(0, 3),), (torch.rand(2, 3, generator=g) + 0.1,), (-torch.rand(3, 2, generator=g),),
                   (torch.randn(1, 4, generator=g),), (torch.zeros(2, 0),), (torch.randn(1, 1, generator=g),)]
     return [Spec(f"ts_{fn.name}", wrap(fn), c, dynamic, "torchscript", (opset,)) for fn, c, dynamic, opset in [
@@ -354,6 +371,7 @@ def _fuzz_regressions() -> list[Spec]:
         (columns_joined_along_them_2561, cases, both, 20),
         (row_prefixes_appended_under_if_2258, cases, both, 16),
         (max_of_unbound_rows_3041, [c for c in cases if c[0].shape[1] > 0], both, 14),
+        (columns_kept_when_positive_3134, static, {}, 18),
     ]]
 
 

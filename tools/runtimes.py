@@ -1,6 +1,7 @@
-"""Which runtimes run each exported fixture, after lowering for them.
+"""Which runtimes run each exported fixture (or random program), after lowering for them.
 
     python tools/runtimes.py [RUNTIME ...] [--max-trips N]
+    python tools/runtimes.py [RUNTIME ...] --programs N [--seed S]
 
 For every model in tests/data/exported/ (TorchScript, dynamo) and tests/data/tensorflow/
 (tf2onnx), and every runtime, lowers the model with
@@ -16,6 +17,13 @@ not installed are reported as such. With ``--max-trips N``, Loops a target witho
 cannot otherwise run are unrolled into N predicated steps (``seqlower lower --max-trips``);
 a case that needs more steps raises the model's ``seqlower_trips_exceeded`` output and is
 counted as ``over N`` (it is not a wrong number: the model said so).
+
+With ``--programs N``, the cells are N random programs of the graph fuzzer instead
+(tests/program_generator.py, ``--shapes v3``, seeds from ``--seed``): each is lowered for
+each runtime and, unless ``check --target`` names a gap before anything runs, run there on
+its feeds and held to the original on the reference backend. Per runtime: programs that
+ran right, that were named, that ran to WRONG numbers and that failed unnamed (each of
+the last two listed with its seed: ``tools/bisect_runtime.py`` cuts one down).
 """
 
 from __future__ import annotations
@@ -174,10 +182,67 @@ def cell(m: onnx.ModelProto, runtime: str, path: Path, max_trips: int | None = N
     return text, ok == n, wrong > 0
 
 
+def program(seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Random program ``seed`` of the graph fuzzer and its feeds (tools/fuzz_programs.py)."""
+    import random
+
+    from tests.program_generator import generate
+
+    rng = random.Random(seed)
+    return generate(lambda kind, *a: rng.randint(a[0], a[1]) if kind == "int" else rng.choice(a[0]), shapes="v3")
+
+
+def program_cell(seed: int, runtime: str) -> str:
+    """"ran right", "named", "WRONG" or "failed: ..." for program ``seed`` on ``runtime``."""
+    import warnings
+
+    from seqlower.executor import compare_values
+
+    m, feeds = program(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime))
+        except Exception as e:  # noqa: BLE001
+            return f"failed: lowering: {str(e).splitlines()[0][:100]}"
+        low = to_proto(lowered)
+        if target_gaps(low, load_target(runtime), report.kept_loops):
+            return "named"
+        want = Executor(m, backend="reference").run(feeds).outputs
+        try:
+            if runtime in IN_PROCESS:
+                got = run(low, runtime, {n: np.asarray(v) for n, v in feeds.items()})
+            else:
+                got = Executor(low, backend=runtime).run(feeds).outputs
+        except Exception as e:  # noqa: BLE001
+            return f"failed: {str(e).splitlines()[0][:120]}"
+    if all(k in got and compare_values(k, v, got[k]).ok for k, v in want.items()):
+        return "ran right"
+    return "WRONG"
+
+
+def programs(available: list[str], count: int, first: int) -> None:
+    from collections import Counter
+
+    tally = {r: Counter() for r in available}
+    for seed in range(first, first + count):
+        for r in available:
+            verdict = program_cell(seed, r)
+            tally[r][verdict.split(":")[0]] += 1
+            if verdict not in ("ran right", "named"):
+                print(f"seed {seed} {r}: {verdict}", flush=True)
+    for r in available:
+        t = tally[r]
+        print(f"{r}: {count} programs: {t['ran right']} ran right, {t['named']} named by check --target, "
+              f"{t['WRONG']} WRONG numbers, {t['failed']} failed unnamed")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runtimes", nargs="*", metavar="RUNTIME")
     ap.add_argument("--max-trips", type=int, help="as for seqlower lower")
+    ap.add_argument("--programs", type=int, metavar="N", help="N random programs instead of the fixtures")
+    ap.add_argument("--seed", type=int, default=0, help="the first program's seed (with --programs)")
     args = ap.parse_args()
     asked = args.runtimes or list(RUNTIMES)
     unknown = [r for r in asked if r not in RUNTIMES]
@@ -187,6 +252,9 @@ def main() -> None:
     for r in asked:
         if r not in available:
             print(f"{r}: not installed")
+    if args.programs:
+        programs(available, args.programs, args.seed)
+        return
     width = max(len(p.stem) for p in MODELS)
     print(f"{'model':<{width}}  " + "  ".join(f"{r:<56}" for r in available))
     runs = dict.fromkeys(available, 0)

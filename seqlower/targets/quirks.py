@@ -417,7 +417,9 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
                 continue
             if readers is not None and not _read_twice(readers, node.output[k]):
                 continue  # (read by one op at most, or only returned: read right)
-            # As measured: a 1-D output of a run-time length (a 2-D one was read right).
+            # As measured: a 1-D output of a run-time length (lengths and sizes read wrong;
+            # the lowering also runs Ifs of [?, W] outputs as selects, one of which failed
+            # to compile, but others run right: not named).
             if da is None or db is None or len(da) != 1 or len(db) != 1 or (da == db and isinstance(da[0], int)):
                 continue
             where = describe_node(node.op_type, node.name, list(node.output))
@@ -425,6 +427,61 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
                                 "run time, which OpenVINO reads wrong two ops further on (quirk if-run-time-shape); "
                                 "lower --target openvino runs such an If as a select")
             break
+
+
+def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a node that reads a zero-size constant, which its frontend takes as a
+    tensor of shape [] (``lower --target openvino`` writes every one as a ConstantOfShape,
+    so only a model lowered otherwise has any)."""
+    from seqlower.protos import outer_reads, subgraphs_of
+
+    graphs = list(walk_graphs(model))
+    empty = {t.name for _, g, _ in graphs for t in getattr(g, "initializer", ())
+             if 0 in t.dims and t.data_type != onnx.TensorProto.STRING}
+    empty |= {n.output[0] for _, g, _ in graphs for n in g.node if n.op_type == "Constant" and n.attribute
+              and n.attribute[0].HasField("t") and 0 in n.attribute[0].t.dims
+              and n.attribute[0].t.data_type != onnx.TensorProto.STRING}
+    if not empty:
+        return
+    for path, g, _ in graphs:
+        for n in g.node:
+            read = outer_reads(n) if subgraphs_of(n) else set(n.input[:1] if n.op_type == "Reshape" else n.input)
+            hit = sorted(empty.intersection(read))  # (a Reshape to a scalar reads its [] right)
+            if hit:
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"it reads '{hit[0]}', a zero-size constant, which OpenVINO's frontend takes as a tensor of "
+                       "shape [] (quirk empty-constant)")
+
+
+def _dynamic_rank_reshapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a Reshape whose shape input's length is not known before it runs (an
+    element of a list whose rank is only known at run time): its CPU plugin refuses a
+    Reshape of dynamic rank."""
+    if not any(n.op_type == "Reshape" for _, g, _ in walk_graphs(model) for n in g.node):
+        return
+    try:
+        inferred = infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - no inference, nothing proven
+        return
+    graphs = list(walk_graphs(inferred))
+    # Names are one scope's each: what any graph knows, a subgraph reading it knows too.
+    constants = {t.name for _, g, _ in graphs for t in getattr(g, "initializer", ())}
+    constants |= {n.output[0] for _, g, _ in graphs for n in g.node if n.op_type == "Constant"}
+    lengths: dict[str, Dim] = {}
+    for _, g, _ in graphs:
+        for v in (*getattr(g, "input", ()), *getattr(g, "value_info", ()), *getattr(g, "output", ())):
+            dims = _dims(v)
+            if dims is not None and len(dims) == 1:
+                lengths[v.name] = dims[0]
+    for path, g, _ in graphs:
+        for n in g.node:
+            if n.op_type != "Reshape" or len(n.input) < 2 or n.input[1] in constants:
+                continue
+            if isinstance(lengths.get(n.input[1]), int):
+                continue
+            yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                   f"its shape '{n.input[1]}' has a length known only at run time (an element of a list of "
+                   "run-time rank): OpenVINO's CPU plugin refuses a Reshape of dynamic rank")
 
 
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
@@ -440,6 +497,8 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "reduce-axes-attribute-ignored": _integer_log_reductions,
     "no-reduce-18": _reductions_from_18,
     "if-run-time-shape": _if_run_time_shapes,
+    "empty-constant": _empty_constant_readers,
+    "reshape-dynamic-rank": _dynamic_rank_reshapes,
 }
 
 
