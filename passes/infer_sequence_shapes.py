@@ -18,11 +18,10 @@ import logging
 from collections.abc import Iterator
 import re
 
-import numpy as np
 import onnx
 import onnx_ir as ir
 
-from seqlower.inference import infer_shapes
+from seqlower.inference import infer_shapes, localize_outer_constants
 from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, anchored_shape, keep_for_next_pass, const_array, const_position, dynamic_split_squeezes, is_default_domain, model_input_dims
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
@@ -215,7 +214,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         """onnx's inference on the model, or, given ``news`` (values whose shapes the
         analysis just wrote), on the main-graph nodes downstream of them only."""
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
-            _localize_outer_constants(proto)
+            localize_outer_constants(proto)
             # No data propagation: it treats 2-D int64 tensors (our shapes rows) as 1-D
             # and infers wrong ranks for Reshapes they feed (a fuzzed program found it).
             return infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
@@ -244,7 +243,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
                 if (tp := found.get(value.name)) is not None:
                     modified |= _take_type(value, tp, frozenset() if value in boundary else anchored)
             # Nodes with subgraphs by their outputs (the proto may hold more nodes:
-            # _localize_outer_constants copies Constants into subgraphs).
+            # localize_outer_constants copies Constants into subgraphs).
             holders = {(n.op_type, tuple(n.output)): n for n in proto.node if subgraphs_of(n)}
             for node in graph:
                 for value in node.outputs:
@@ -655,49 +654,6 @@ def _subgraph_owners(model: ir.Model) -> dict[int, ir.Node]:
                         owners[id(sub)] = node
     return owners
 
-
-_LOCALIZED_MAX_ELEMENTS = 64
-
-
-def _localize_outer_constants(proto: onnx.ModelProto) -> None:
-    """Copy the small integer constants of the main graph that subgraphs read (axes,
-    shapes, split sizes) into those subgraphs as Constant nodes, in the copy handed to
-    onnx's inference: it sees the values of a subgraph's own constants only, so a Squeeze
-    whose axes are an outer initializer gives an element of unknown rank, and its list
-    could not be lowered. The copies shadow the outer names; only inferred shapes come
-    back from this copy."""
-    consts: dict[str, onnx.TensorProto] = {}
-    for init in proto.graph.initializer:
-        if init.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and np.prod(init.dims, dtype=np.int64) <= _LOCALIZED_MAX_ELEMENTS:
-            consts[init.name] = init
-    for node in proto.graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) == 1 and node.attribute[0].name == "value":
-            t = node.attribute[0].t
-            if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and np.prod(t.dims, dtype=np.int64) <= _LOCALIZED_MAX_ELEMENTS:
-                consts[node.output[0]] = t
-    if not consts:
-        return
-    stack = [a.g for n in proto.graph.node for a in n.attribute if a.HasField("g")]
-    stack += [g for n in proto.graph.node for a in n.attribute for g in a.graphs]
-    while stack:
-        g = stack.pop()
-        defined = {v.name for v in g.input} | {i.name for i in g.initializer} | {o for n in g.node for o in n.output}
-        read = [i for n in g.node for i in n.input if i in consts and i not in defined]
-        copies = []
-        for name in dict.fromkeys(read):
-            value = onnx.TensorProto()
-            value.CopyFrom(consts[name])
-            value.name = name
-            copies.append(onnx.helper.make_node("Constant", [], [name], value=value))
-        if copies:
-            nodes = copies + list(g.node)
-            del g.node[:]
-            g.node.extend(nodes)
-        for n in g.node:
-            for a in n.attribute:
-                if a.HasField("g"):
-                    stack.append(a.g)
-                stack.extend(a.graphs)
 
 
 def _join_back(candidates: list[list], after: Analysis, anchored: frozenset[str]) -> bool | None:

@@ -22,11 +22,12 @@ import itertools
 import re
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import onnx
 
 from seqlower.protos import copy_fields, innermost_type, outer_reads, subgraphs_of, value_infos
 
-__all__ = ["infer_shapes", "infer_types", "is_windowed", "WINDOW_NODES"]
+__all__ = ["infer_shapes", "infer_types", "is_windowed", "localize_outer_constants", "WINDOW_NODES"]
 
 # Main-graph nodes per window, and the work (nodes x nodes with subgraphs) past which
 # the graph is cut into windows: below it one run costs under about a tenth of a second.
@@ -269,3 +270,47 @@ def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
         t = getattr(tp, kind)
         return list(t.shape.dim) if t.HasField("shape") else []
     return []
+
+
+_LOCALIZED_MAX_ELEMENTS = 64
+
+
+def localize_outer_constants(proto: onnx.ModelProto) -> None:
+    """Copy the small integer constants of the main graph that subgraphs read (axes,
+    shapes, split sizes) into those subgraphs as Constant nodes, in the copy handed to
+    onnx's inference: it sees the values of a subgraph's own constants only, so a Squeeze
+    whose axes are an outer initializer gives an element of unknown rank, and its list
+    could not be lowered. The copies shadow the outer names; only inferred shapes come
+    back from this copy."""
+    consts: dict[str, onnx.TensorProto] = {}
+    for init in proto.graph.initializer:
+        if init.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and np.prod(init.dims, dtype=np.int64) <= _LOCALIZED_MAX_ELEMENTS:
+            consts[init.name] = init
+    for node in proto.graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) == 1 and node.attribute[0].name == "value":
+            t = node.attribute[0].t
+            if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and np.prod(t.dims, dtype=np.int64) <= _LOCALIZED_MAX_ELEMENTS:
+                consts[node.output[0]] = t
+    if not consts:
+        return
+    stack = [a.g for n in proto.graph.node for a in n.attribute if a.HasField("g")]
+    stack += [g for n in proto.graph.node for a in n.attribute for g in a.graphs]
+    while stack:
+        g = stack.pop()
+        defined = {v.name for v in g.input} | {i.name for i in g.initializer} | {o for n in g.node for o in n.output}
+        read = [i for n in g.node for i in n.input if i in consts and i not in defined]
+        copies = []
+        for name in dict.fromkeys(read):
+            value = onnx.TensorProto()
+            value.CopyFrom(consts[name])
+            value.name = name
+            copies.append(onnx.helper.make_node("Constant", [], [name], value=value))
+        if copies:
+            nodes = copies + list(g.node)
+            del g.node[:]
+            g.node.extend(nodes)
+        for n in g.node:
+            for a in n.attribute:
+                if a.HasField("g"):
+                    stack.append(a.g)
+                stack.extend(a.graphs)

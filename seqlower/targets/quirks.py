@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.inference import infer_shapes
+from seqlower.inference import infer_shapes, localize_outer_constants
 from seqlower.inventory import walk_graphs
 from seqlower.weights import is_stub
 
@@ -46,13 +47,27 @@ def _differ(a: list[Dim] | None, b: list[Dim] | None) -> bool:
     return False
 
 
+def _unproven(a: list[Dim] | None, b: list[Dim] | None) -> bool:
+    """Same rank, but a dim inference could not find on one side that the other side
+    has (a number, or a name the model gave)."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    unknown = lambda d: d is None or (isinstance(d, str) and d.startswith("unk__"))  # noqa: E731
+    return any(unknown(x) != unknown(y) for x, y in zip(a, b))
+
+
 def _inferred_if_any_if(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """The model with onnx's inferred shapes, when it has an If (None: no If, or no
     inference, so nothing proven)."""
     if not any(n.op_type == "If" for _, g, _ in walk_graphs(model) for n in g.node):
         return None
     try:
-        return infer_shapes(model, data_prop=True)
+        # A branch's Slice reads the bounds its outer graph holds (TorchScript): copied in,
+        # onnx's inference sees them and proves the branch's dims.
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        localize_outer_constants(copy)
+        return infer_shapes(copy, data_prop=True)
     except Exception:  # noqa: BLE001 - no inference, nothing proven
         return None
 
@@ -65,7 +80,10 @@ def _if_branch_facts(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     for path, node, then, other in _ifs(inferred):
         for k, (a, b) in enumerate(zip(then.output, other.output)):
             da, db = _dims(a), _dims(b)
-            if _differ(da, db):
+            # Provably different, or one side's dims unknown where the other's are named:
+            # tract unifies the branches' facts and fails unless they are the same (a
+            # branch slicing a column, [?, ?], against one passing [n, w] on: seed 4438).
+            if _differ(da, db) or _unproven(da, db):
                 where = describe_node(node.op_type, node.name, list(node.output))
                 yield where, path, (f"its branches give output {k} as {_show(da)} and {_show(db)}; "
                                     "tract needs one shape from both (quirk if-branch-facts)")
@@ -484,6 +502,32 @@ def _dynamic_rank_reshapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
                    "run-time rank): OpenVINO's CPU plugin refuses a Reshape of dynamic rank")
 
 
+def _computed_slice_ends(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: a Slice whose ends are computed from constants (dynamo's Cast and Reshape of
+    a Constant) and reach past int32: tract slices the wrong rows (one of n, with no
+    error); the same end as a plain constant it reads right."""
+    from onnx import numpy_helper
+
+    for path, g, _ in walk_graphs(model):
+        values = {t.name: t for t in getattr(g, "initializer", ())}
+        made = {o: n for n in g.node for o in n.output}
+        for n in g.node:
+            if n.op_type != "Slice" or len(n.input) < 3 or n.input[2] in values:
+                continue
+            name, steps = n.input[2], 0
+            while name in made and steps < 8 and made[name].op_type in ("Cast", "Reshape", "Identity", "Squeeze", "Unsqueeze"):
+                name, steps = made[name].input[0], steps + 1
+            p = made.get(name)
+            if steps == 0 or p is None or p.op_type != "Constant" or not p.attribute:
+                continue
+            a = p.attribute[0]
+            ends = numpy_helper.to_array(a.t) if a.HasField("t") else list(a.ints) if a.ints else [a.i]
+            if any(int(e) >= 2**31 - 1 for e in np.asarray(ends).reshape(-1)):
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"its end '{n.input[2]}' is computed from a constant past int32 (INT64_MAX: to the end), "
+                       "which tract slices to the wrong rows (quirk slice-end-max)")
+
+
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
 
 
@@ -498,6 +542,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "no-reduce-18": _reductions_from_18,
     "if-run-time-shape": _if_run_time_shapes,
     "empty-constant": _empty_constant_readers,
+    "slice-end-max": _computed_slice_ends,
     "reshape-dynamic-rank": _dynamic_rank_reshapes,
 }
 
