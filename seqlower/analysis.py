@@ -253,7 +253,7 @@ class _Analyzer(ControlFlow, Chooser):
         v = node.inputs[k] if k is not None and k < len(node.inputs) else None
         if v is not None and v.dtype is not None and v.dtype not in (ir.DataType.INT32, ir.DataType.INT64):
             what = "split" if node.op_type == "SplitToSequence" else "position"
-            raise ModelError(f"{node_label(node)}: its {what} '{v.name}' is {v.dtype.name}; the spec takes int32 or int64")
+            raise ModelError(f"{node_label(node)}: {what} must be int32 or int64, got {v.dtype.name} ('{v.name}')")
 
     # transfer functions --------------------------------------------------------------
 
