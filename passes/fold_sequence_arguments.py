@@ -79,7 +79,7 @@ def _fold_empty_expands(v: ir.Value, scope: Scope, names: NameAuthority) -> int:
         seen.add(id(p))
         if p.op_type == "Expand" and len(p.inputs) == 2 and None not in p.inputs and not p.outputs[0].is_graph_output():
             x = p.inputs[0]
-            target = evaluate(p.inputs[1], scope.opset) if const_array(p.inputs[1]) is None else const_array(p.inputs[1])
+            target = evaluate(p.inputs[1], scope.opset)  # (a constant evaluates to itself)
             if target is not None and x.shape is not None and x.shape.is_static() and x.dtype is not None:
                 try:
                     dims = np.broadcast_shapes(tuple(int(d) for d in x.shape.dims), tuple(int(d) for d in target.reshape(-1)))

@@ -78,10 +78,9 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
             if cond is not None:
                 runs.append(cond if cond.shape is not None and cond.shape.rank() == 0 else o.reshape(cond, o.ints([]), f"{base}_starts"))
             ran = runs[0] if len(runs) == 1 else o.op("And", runs, f"{base}_ran", dtype=ir.DataType.BOOL, shape=[])
-            # After the Loop: before the node that follows it (or at the end).
-            nodes = list(scope.graph)
-            following = nodes[nodes.index(node) + 1] if nodes[-1] is not node else None
-            a = Ops(scope.builder(following, names))
+            # Built before the Loop, then moved right after it (no scan of the graph for the
+            # node that follows it); constants stay where they are made, for other readers.
+            a = Ops(scope.builder(node, names))
             for k in slots:
                 init, out = node.inputs[2 + k], node.outputs[k]
                 rank = init.shape.rank()
@@ -101,6 +100,10 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                 sized.type, sized.shape = out.type, out.shape
                 for use in readers:
                     use.node.replace_input_with(use.idx, sized)
+            made = [n for n in a.b.nodes if n.op_type != "Constant"]
+            for n in made:
+                scope.graph.remove(n)
+            scope.graph.insert_after(node, made)
             return "tensor ops", "growing states sized to what the Loop ran (OpenVINO)"
 
         return rewrite_each_node(model, rewrite)

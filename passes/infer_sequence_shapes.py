@@ -581,18 +581,27 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
     owners = _subgraph_owners(model)
     seen: set[ir.Value] = set(seeds)
     stack = list(seeds)
+
+    def forget(out: ir.Value) -> None:
+        if out not in seen:
+            seen.add(out)
+            _forget_shape(model, out, policy)
+            stack.append(out)
+
+    def forget_owners(graph: ir.Graph | ir.Function | None) -> None:
+        """What the nodes owning ``graph`` (and theirs, outwards) return."""
+        owner = owners.get(id(graph))
+        while owner is not None:
+            for out in owner.outputs:
+                forget(out)
+            owner = owners.get(id(owner.graph))
+
     while stack:
         v = stack.pop()
         # A subgraph's output (an If branch's list) is what its owner node returns.
         p = v.producer()
-        owner = owners.get(id(p.graph)) if v.is_graph_output() and p is not None else None
-        while owner is not None:
-            for out in owner.outputs:
-                if out not in seen:
-                    seen.add(out)
-                    _forget_shape(model, out, policy)
-                    stack.append(out)
-            owner = owners.get(id(owner.graph))
+        if v.is_graph_output() and p is not None:
+            forget_owners(p.graph)
         for use in v.uses():
             # A value a Loop carries or a map takes is its body's input there too.
             for inner in _body_inputs_of(use.node, use.idx):
@@ -601,19 +610,9 @@ def _reset_after_policy_squeezes(model: ir.Model, policy: str) -> bool:
                     inner.shape = None
                     stack.append(inner)
             for out in use.node.outputs:
-                if out not in seen:
-                    seen.add(out)
-                    _forget_shape(model, out, policy)
-                    stack.append(out)
+                forget(out)
             # A read inside a subgraph changes what its owner node computes.
-            owner = owners.get(id(use.node.graph))
-            while owner is not None:
-                for out in owner.outputs:
-                    if out not in seen:
-                        seen.add(out)
-                        _forget_shape(model, out, policy)
-                        stack.append(out)
-                owner = owners.get(id(owner.graph))
+            forget_owners(use.node.graph)
     return True
 
 

@@ -56,20 +56,35 @@ def _unproven(a: list[Dim] | None, b: list[Dim] | None) -> bool:
     return any(unknown(x) != unknown(y) for x, y in zip(a, b))
 
 
-def _inferred_if_any_if(model: onnx.ModelProto) -> onnx.ModelProto | None:
-    """The model with onnx's inferred shapes, when it has an If (None: no If, or no
-    inference, so nothing proven)."""
-    if not any(n.op_type == "If" for _, g, _ in walk_graphs(model) for n in g.node):
-        return None
+# Within one quirk_findings call: the model inferred once for every detector that needs
+# it (id of the model -> the model and its inferred copy, None when inference fails; the
+# model is held so that its id is not another's).
+_INFERRED: dict[int, tuple[onnx.ModelProto, onnx.ModelProto | None]] = {}
+
+
+def _inferred(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model with onnx's inferred shapes (None: no inference, so nothing proven). A
+    branch's Slice reads the bounds its outer graph holds (TorchScript): copied in, onnx's
+    inference sees them and proves the branch's dims."""
+    cached = _INFERRED.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1]
     try:
-        # A branch's Slice reads the bounds its outer graph holds (TorchScript): copied in,
-        # onnx's inference sees them and proves the branch's dims.
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         localize_outer_constants(copy)
-        return infer_shapes(copy, data_prop=True)
+        inferred: onnx.ModelProto | None = infer_shapes(copy, data_prop=True)
     except Exception:  # noqa: BLE001 - no inference, nothing proven
+        inferred = None
+    _INFERRED[id(model)] = (model, inferred)
+    return inferred
+
+
+def _inferred_if_any_if(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model inferred, when it has an If (None: no If, or no inference)."""
+    if not any(n.op_type == "If" for _, g, _ in walk_graphs(model) for n in g.node):
         return None
+    return _inferred(model)
 
 
 def _if_branch_facts(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -477,9 +492,8 @@ def _dynamic_rank_reshapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
     Reshape of dynamic rank."""
     if not any(n.op_type == "Reshape" for _, g, _ in walk_graphs(model) for n in g.node):
         return
-    try:
-        inferred = infer_shapes(model, data_prop=True)
-    except Exception:  # noqa: BLE001 - no inference, nothing proven
+    inferred = _inferred(model)
+    if inferred is None:
         return
     graphs = list(walk_graphs(inferred))
     # Names are one scope's each: what any graph knows, a subgraph reading it knows too.
@@ -558,7 +572,10 @@ def _unique(found: list[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]
 
 def quirk_findings(model: onnx.ModelProto, quirk_ids: list[str]) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
-    for quirk in quirk_ids:
-        if quirk in DETECTORS:
-            found.extend(DETECTORS[quirk](model))
+    try:
+        for quirk in quirk_ids:
+            if quirk in DETECTORS:
+                found.extend(DETECTORS[quirk](model))
+    finally:
+        _INFERRED.pop(id(model), None)
     return found

@@ -68,4 +68,5 @@ def test_an_expand_to_a_computed_zero_in_split_sizes_folds_and_runs_on_onnxrunti
 def test_an_expand_that_gives_values_stays(chunks):
     m = _chunk_appended(chunks)
     feeds = [f for f in FEEDS if f["x"].shape[0] >= chunks]
-    lower_checked(m, inputs=feeds)
+    low, _ = lower_checked(m, inputs=feeds)
+    assert "Expand" in ops_of(low)
