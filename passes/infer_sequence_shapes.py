@@ -97,6 +97,7 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = _reset_after_policy_squeezes(model, self.keepdims_policy)
         modified |= _forget_body_output_names(model)
+        modified |= _forget_carried_list_shapes(model)
         modified |= self._settle(model)
         settled = self.last
         modified |= self._loop_invariant_elements(model)
@@ -487,6 +488,31 @@ def _forget_body_output_names(model: ir.Model) -> bool:
             if dims != list(v.shape.dims):
                 v.shape = ir.Shape(dims)
                 modified = True
+    return modified
+
+
+def _forget_carried_list_shapes(model: ir.Model) -> bool:
+    """A subgraph's declared element shape of a list it carries in or out promises
+    nothing: TorchScript declares the shape of the element its trace inserted last
+    (a Loop body's ``seq(float[0, 3])`` for a list of ``[0, 1]`` columns and one
+    ``[0, 3]``, fuzz seed 4845; If branches' ``seq(float[1, 2])`` for a list of
+    ``[6, 2]``, ``[3, 2]`` and ``[1, 2]`` rows, seed 4773), and onnx's inference keeps a
+    declared dim against an unknown one. The element shapes are proven instead: the
+    analysis follows the branches, and the Loop fixpoint (``_loop_invariant_elements``)
+    starts from the initial list and joins what the body inserts."""
+    modified = False
+    for graph in graphs_of(model):
+        for node in graph:
+            if node.op_type not in ("Loop", "If") or not is_default_domain(node):
+                continue
+            for attr in node.attributes.values():
+                if attr.type != ir.AttributeType.GRAPH:
+                    continue
+                sub = attr.as_graph()
+                for v in (*sub.inputs, *sub.outputs):
+                    if isinstance(v.type, ir.SequenceType) and v.shape is not None:
+                        v.shape = None
+                        modified = True
     return modified
 
 

@@ -340,6 +340,53 @@ def _fuzz_regressions() -> list[Spec]:
             m2 = m2 + [x.sum(1) * 3.0]
         return torch.stack(m2 + [x.sum(1)], 1)
 
+    @torch.jit.script
+    def columns_rewritten_in_loop_4845(x: torch.Tensor) -> torch.Tensor:
+        # Static shapes: the Loop body declares its list as the last append's [5, 3],
+        # where three of four elements are [5, 1] columns.
+        l2: List[torch.Tensor] = [x[:, j : j + 1] for j in range(x.size(1))]
+        l2.append(x * 0.5)
+        for i in range(len(l2)):
+            l2[i] = l2[i] * 2.0 + float(i)
+        if len(l2) > 0:
+            l2[len(l2) - 1] = x[:, :1]
+        return torch.cat(l2 + [x[:, :0]], 1)
+
+    @torch.jit.script
+    def chunks_and_rows_under_if_4773(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        # Static shapes: both If branches declare their list as the [1, 3] row each appends.
+        l1: List[torch.Tensor] = list(x.split(3, 0))
+        for i in range(x.size(0)):
+            l1.append(x[i : i + 1] * float(i))
+        if bool(x.sum() > 0):
+            l1.append(x[:1])
+        else:
+            l1 = l1 + [x[:1]]
+        m2: List[torch.Tensor] = []
+        for t in l1:
+            if bool(t.sum() > 0):
+                m2.append(t * 2.0)
+        return torch.cat(l1 + [x.sum(0, keepdim=True)], 0), torch.cat(m2 + [x.sum(0, keepdim=True)], 0)
+
+    @torch.jit.script
+    def row_masks_zipped_6244(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        # Static shapes: each row keeps its own number of values, and the lists the Ifs
+        # return are declared at one of them.
+        l1: List[torch.Tensor] = [torch.nonzero(x[i] > 0).squeeze(1).float() for i in range(x.size(0))]
+        if bool(x.sum() > 0):
+            l1.append(x.reshape(-1)[:3])
+        else:
+            l1 = l1 + [x.reshape(-1)[:3]]
+        z2 = [t * 2.0 for t in l1]
+        m3: List[torch.Tensor] = []
+        for a, b in zip(l1, z2):
+            m3.append(a - b)
+        if x.size(0) > 2:
+            m3.append(x.sum(0)[x.sum(0) > 0])
+        else:
+            m3.insert(0, x.reshape(-1)[:3])
+        return torch.cat(l1 + [x.reshape(-1)[:1]], 0), torch.cat(m3 + [x.reshape(-1)[:1]], 0)
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -372,6 +419,9 @@ def _fuzz_regressions() -> list[Spec]:
         (row_prefixes_appended_under_if_2258, cases, both, 16),
         (max_of_unbound_rows_3041, [c for c in cases if c[0].shape[1] > 0], both, 14),
         (columns_kept_when_positive_3134, static, {}, 18),
+        (columns_rewritten_in_loop_4845, static, {}, 16),
+        (chunks_and_rows_under_if_4773, static, {}, 17),
+        (row_masks_zipped_6244, [(torch.randn(4, 2, generator=g) + shift,) for shift in (0.0, 1.0, -1.0)], {}, 19),
     ]]
 
 

@@ -437,7 +437,10 @@ def _run(model: Any, backend: str, x: np.ndarray) -> list[Any]:
 
 
 def _fits(proto: onnx.ModelProto, x: np.ndarray) -> bool:
-    """The export was traced at one size: a static export runs only that size."""
+    """The export was traced at one size: a static export runs only that size. An export
+    that folded ``x`` away (seed 4185) takes every case; onnxruntime's run judges."""
+    if not proto.graph.input:
+        return True
     dims = proto.graph.input[0].type.tensor_type.shape.dim
     return all(not d.HasField("dim_value") or d.dim_value == s for d, s in zip(dims, x.shape))
 
