@@ -21,6 +21,8 @@ from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
 from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
+from seqlower.passes.ifs_in_scans import IfsInScansPass
+from seqlower.passes.narrow_int64_sentinels import NarrowInt64SentinelsPass
 from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
 from seqlower.passes.inclusive_cumsums import InclusiveCumSumsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
@@ -140,6 +142,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "split-tuple-output" in dict(target.quirks):
         final.append(SeparateTupleOutputsPass())
     final += [rewrite() for quirk, rewrite in _OP_QUIRK_REWRITES if quirk in dict(target.quirks)]
+    if "int64-narrowed" in dict(target.quirks):
+        # (whole-model: any constant may be a bound; after the rewrites, which write some)
+        final.append(NarrowInt64SentinelsPass())
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
@@ -171,6 +176,8 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("integer-division-by-zero", GuardIntegerDivisionPass),
     ("reduce-negative-axis-empty", PositiveReductionAxesPass),
     ("if-run-time-shape", lambda: IfsToSelectsPass(only=run_time_shaped)),
+    # Last: the rewrites above may leave Ifs.
+    ("one-if-per-graph", IfsInScansPass),
 ]
 
 
@@ -268,6 +275,8 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
             passes.append(GuardZeroTripLoopsPass())
     if "empty-constant" in quirks:
         passes.append(EmptyConstantsAsConstantOfShapePass())  # (folding made them constants again)
+    if "int64-narrowed" in quirks:
+        passes.append(NarrowInt64SentinelsPass())  # (a folded bound is a new constant)
     return passes
 
 

@@ -323,3 +323,27 @@ def test_tract_slices_wrong_rows_to_a_computed_int64_max_end_and_check_names_it(
     plain = sliced(False)
     assert not target_gaps(plain, load_target("tract"))
     np.testing.assert_array_equal(Executor(plain, backend="tract").run(x).outputs["y"], x["x"])
+
+
+def test_tract_fails_a_zero_product_of_a_masked_tensor_and_check_names_it():
+    """TorchScript's ``x[x > 0] * float(i)`` with ``i`` unrolled to 0 (fuzz seed 5292):
+    tract makes the product zeros broadcast to a size only the NonZero knows."""
+    from tests.helpers import INT64, const
+
+    def masked(scale: float) -> onnx.ModelProto:
+        nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("NonZero", ["pos"], ["nz"]),
+                 helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+                 helper.make_node("GatherND", ["x", "idx"], ["kept"]),
+                 helper.make_node("Cast", ["k"], ["kf"], to=onnx.TensorProto.FLOAT),
+                 helper.make_node("Mul", ["kept", "kf"], ["y"], name="scaled")]
+        return model(nodes, [t("x", FLOAT, ["n"])], [t("y", FLOAT, [None])],
+                     initializer=[const("zero", np.array(0, np.float32)), const("k", np.array(scale, np.int64))])
+
+    x = {"x": np.array([1.0, -2.0, 3.0], np.float32)}
+    with pytest.raises(Exception, match="Undetermined symbol"):
+        Executor(masked(0), backend="tract").run(x)
+    gaps = target_gaps(masked(0), load_target("tract"))
+    assert [g.where for g in gaps] == ["Mul node 'scaled'"] and "zero-product-data-sized" in gaps[0].why
+    # Any other factor runs, and is not named.
+    assert not target_gaps(masked(2), load_target("tract"))
+    np.testing.assert_array_equal(Executor(masked(2), backend="tract").run(x).outputs["y"], [2.0, 6.0])

@@ -542,6 +542,66 @@ def _computed_slice_ends(model: onnx.ModelProto) -> Iterator[tuple[str, str, str
                        "which tract slices to the wrong rows (quirk slice-end-max)")
 
 
+_DATA_SIZED = frozenset({"NonZero", "Compress", "Unique", "NonMaxSuppression"})
+
+
+def _zero_products_of_data_sized(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: a Mul by a constant zero of a tensor whose size a NonZero (or Compress,
+    Unique) decides: tract replaces it by zeros broadcast to a size it cannot evaluate
+    ('MultiBroadcastTo: Undetermined symbol'; TorchScript's ``mask_rows * float(i)``
+    with ``i`` unrolled to 0, fuzz seeds 5292, 6421, 4044)."""
+    from onnx import numpy_helper
+
+    for path, g, _ in walk_graphs(model):
+        consts = {t.name: t for t in getattr(g, "initializer", ())}
+        made = {o: n for n in g.node for o in n.output}
+        for n in g.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t"):
+                consts[n.output[0]] = n.attribute[0].t
+        for n in g.node:
+            if n.op_type != "Mul" or len(n.input) != 2:
+                continue
+            for k, other in ((0, 1), (1, 0)):
+                # (through Casts and reshapes: a Cast of the unrolled loop's int 0)
+                name, steps = n.input[k], 0
+                while name not in consts and name in made and steps < 8 and made[name].op_type in (
+                        "Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze"):
+                    name, steps = made[name].input[0], steps + 1
+                c = consts.get(name)
+                if c is None or numpy_helper.to_array(c).size == 0 or np.any(numpy_helper.to_array(c) != 0):
+                    continue
+                if _sized_by_data(n.input[other], made):
+                    yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                           f"it multiplies '{n.input[other]}', whose size a {'/'.join(sorted(_DATA_SIZED))} decides, "
+                           "by a constant zero, which tract turns into a broadcast it cannot size (quirk zero-product-data-sized)")
+                    break
+
+
+def _sized_by_data(name: str, made: dict[str, onnx.NodeProto], limit: int = 64) -> bool:
+    """Whether a node among ``name``'s producers (up to ``limit``) is one of _DATA_SIZED."""
+    stack, seen = [name], set()
+    while stack and len(seen) < limit:
+        v = stack.pop()
+        if v in seen or v not in made:
+            continue
+        seen.add(v)
+        p = made[v]
+        if p.op_type in _DATA_SIZED:
+            return True
+        stack.extend(i for i in p.input if i)
+    return False
+
+
+def _ifs_past_the_first(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: every If of a graph that has one before it ('Duplicate node name: If')."""
+    for path, g, _ in walk_graphs(model):
+        ifs = [n for n in g.node if n.op_type == "If" and n.domain in ("", "ai.onnx")]
+        for n in ifs[1:]:
+            yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                   f"tract names every If it loads 'If', and {describe_node(ifs[0].op_type, ifs[0].name, list(ifs[0].output))} "
+                   "has that name in this graph already (quirk one-if-per-graph)")
+
+
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
 
 
@@ -558,6 +618,8 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "empty-constant": _empty_constant_readers,
     "slice-end-max": _computed_slice_ends,
     "reshape-dynamic-rank": _dynamic_rank_reshapes,
+    "one-if-per-graph": _ifs_past_the_first,
+    "zero-product-data-sized": _zero_products_of_data_sized,
 }
 
 
