@@ -85,11 +85,17 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                 init, out = node.inputs[2 + k], node.outputs[k]
                 rank = init.shape.rank()
                 readers = list(out.uses())
-                # Only the axes that may grow: a static dim the body keeps stays static
-                # (a Flat list's rows stay [?, W]: OpenVINO reshapes by a row's W entries).
-                kept = body.outputs[1 + k].shape
-                axes = [i for i in range(rank) if not (isinstance(init.shape.dims[i], int) and kept is not None
-                                                       and kept.rank() == rank and kept.dims[i] == init.shape.dims[i])]
+                # Only the axes that may grow: a static dim the body gives stays static
+                # (a Flat list's rows stay [?, W]: OpenVINO reshapes by a row's W entries,
+                # and a row read from a Slice of [?, ..W] rows is of dynamic rank there, fuzz
+                # seed 5447). The initial value's dim is W too, or not known (a run-time
+                # empty state of the same web: the same W).
+                # The body's input says it as well as its output (an If in the body may
+                # leave the output's [?, ?]).
+                said = [s for s in (body.outputs[1 + k].shape, body.inputs[2 + k].shape) if s is not None and s.rank() == rank]
+                axes = [i for i in range(rank) if not any(
+                    isinstance(s.dims[i], int) and (not isinstance(init.shape.dims[i], int) or s.dims[i] == init.shape.dims[i])
+                    for s in said)]
                 if not axes:
                     continue
                 dims = a.op("Where", [ran, a.shape(out, f"{out.name or base}_ran_dims"), a.shape(init, f"{out.name or base}_init_dims")],

@@ -22,6 +22,7 @@ from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 from seqlower.passes.ifs_in_scans import IfsInScansPass
+from seqlower.passes.squeezes_as_reshapes import SqueezesAsReshapesPass
 from seqlower.passes.narrow_int64_sentinels import NarrowInt64SentinelsPass
 from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
 from seqlower.passes.inclusive_cumsums import InclusiveCumSumsPass
@@ -176,6 +177,7 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("integer-division-by-zero", GuardIntegerDivisionPass),
     ("reduce-negative-axis-empty", PositiveReductionAxesPass),
     ("if-run-time-shape", lambda: IfsToSelectsPass(only=run_time_shaped)),
+    ("squeeze-empty", SqueezesAsReshapesPass),
     # Last: the rewrites above may leave Ifs.
     ("one-if-per-graph", IfsInScansPass),
 ]

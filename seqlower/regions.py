@@ -73,7 +73,7 @@ QUIRK_OPS = {
     "reduce-negative-axis-empty": (*sorted(ops.REDUCE_OPS), "ArgMax", "ArgMin"),
     # tract's product of nothing is 1 already.
     "reduce-empty-axis": tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"})),
-    "if-run-time-shape": "If", "one-if-per-graph": "If",
+    "if-run-time-shape": "If", "one-if-per-graph": "If", "squeeze-empty": ("Squeeze", "Unsqueeze"),
 }
 
 
@@ -627,7 +627,11 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
     dropped = region.own_constants - reads
     remove = sorted(in_region | {region.constant_nodes[x] for x in dropped if x in region.constant_nodes})
     merged = None
-    if last_producer >= first_reader:
+    # Region nodes with untouched ones between them (a quirk's op, such as OpenVINO's
+    # Unsqueeze, anywhere in the graph): the same ordering, or the untouched ones would
+    # move and a second lowering would not give the same model.
+    interleaved = region.nodes[-1] - region.nodes[0] + 1 != len(region.nodes)
+    if last_producer >= first_reader or interleaved:
         # The region reads what a reader of its outputs makes (blocks with other nodes
         # between them): no one place fits, so every node goes where what it reads is
         # made, the untouched ones in their order and the lowered ones where the region

@@ -130,7 +130,7 @@ TVM_RUNS = {
     "dynamo_chunk_dynamic_batch_opset18", "dynamo_split_chunk_unbind_opset18", "ts_chunk_pop_cat_opset13",
     "ts_chunk_pop_cat_opset17", "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17", "tf_map_fn_fixed_opset13", "tf_map_fn_fixed_opset17", "tf_unstack_stack_opset13",
     "tf_unstack_stack_opset17", "ts_guarded_pop_of_empty_1039_opset14", "ts_loops_over_empty_lists_1037_opset15",
-    "ts_zip_of_empty_lists_2436_opset19",
+    "ts_zip_of_empty_lists_2436_opset19", "ts_empty_rows_appended_5166_opset18",
 }
 
 
@@ -347,3 +347,30 @@ def test_tract_fails_a_zero_product_of_a_masked_tensor_and_check_names_it():
     # Any other factor runs, and is not named.
     assert not target_gaps(masked(2), load_target("tract"))
     np.testing.assert_array_equal(Executor(masked(2), backend="tract").run(x).outputs["y"], [2.0, 6.0])
+
+
+def test_tract_fails_a_run_time_slice_of_a_masked_tensor_and_check_names_it():
+    """A Flat list holding a masked row, an element sliced out past its end (fuzz seeds
+    4232, 5495, 7604): tract fails or aborts where ONNX gives nothing. The same Slice of
+    a tensor the input's shape sizes runs."""
+    from tests.helpers import INT64, const
+
+    def sliced(masked: bool) -> onnx.ModelProto:
+        mask = [helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("NonZero", ["pos"], ["nz"]),
+                helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+                helper.make_node("GatherND", ["x", "idx"], ["kept"]),
+                helper.make_node("Concat", ["kept", "x"], ["data"], axis=0)]
+        nodes = [*(mask if masked else [helper.make_node("Identity", ["x"], ["data"])]),
+                 helper.make_node("Shape", ["data"], ["n"]), helper.make_node("Add", ["n", "one"], ["past"]),
+                 helper.make_node("Slice", ["data", "past", "big", "axis0"], ["y"], name="tail")]
+        return model(nodes, [t("x", FLOAT, ["n"])], [t("y", FLOAT, [None])],
+                     initializer=[const("zero", np.array(0, np.float32)), const("one", np.array([1], np.int64)),
+                                  const("axis0", np.array([0], np.int64)), const("big", np.array([2**31 - 1], np.int64))])
+
+    x = {"x": np.array([1.0, -2.0, 3.0], np.float32)}
+    with pytest.raises(Exception, match="crashed|start \\+ len"):
+        Executor(sliced(True), backend="tract").run(x)
+    gaps = target_gaps(sliced(True), load_target("tract"))
+    assert [g.where for g in gaps] == ["Slice node 'tail'"] and "data-sized-slice" in gaps[0].why
+    assert not target_gaps(sliced(False), load_target("tract"))
+    assert Executor(sliced(False), backend="tract").run(x).outputs["y"].shape == (0,)

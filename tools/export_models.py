@@ -387,6 +387,36 @@ def _fuzz_regressions() -> list[Spec]:
             m3.insert(0, x.reshape(-1)[:3])
         return torch.cat(l1 + [x.reshape(-1)[:1]], 0), torch.cat(m3 + [x.reshape(-1)[:1]], 0)
 
+    @torch.jit.script
+    def rows_popped_then_zipped_5447(x: torch.Tensor) -> torch.Tensor:
+        # The while loop's list of rows may run no iteration: OpenVINO's zero-trip sizing
+        # sliced its [?, 2] shape rows on both axes, and a row read from them was of
+        # dynamic rank there (a Reshape its CPU plugin refuses).
+        x = x * torch.tensor([1.5])
+        l1: List[torch.Tensor] = [x[i : i + 1] for i in range(x.size(0))]
+        while len(l1) > 1:
+            l1.pop()
+        z3 = [t * 2.0 for t in l1]
+        m4: List[torch.Tensor] = []
+        for a, b in zip(l1, z3):
+            m4.append(a - b)
+        m5: List[torch.Tensor] = []
+        for i, t in enumerate(m4):
+            m5.append(t * 2.0 * float(i + 1))
+        return torch.cat(m5 + [x.sum(0, keepdim=True)], 0)
+
+    @torch.jit.script
+    def empty_rows_appended_5166(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        # x[:0] unsqueezed into an empty list's data: OpenVINO gave that Unsqueeze of
+        # an empty slice [1, 0, 0] where ONNX says [1, 0, w], and the Concat failed.
+        l1: List[torch.Tensor] = []
+        if len(l1) > 1:
+            l1.insert(-1, x * 2.0)
+        m2: List[torch.Tensor] = []
+        for i, t in enumerate(l1):
+            m2.append(t.sum(0) * float(i + 1))
+        return torch.cat(m2 + [x.sum(0)], 0), torch.cat(l1 + [x[:0]], 0)
+
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):
@@ -421,6 +451,8 @@ def _fuzz_regressions() -> list[Spec]:
         (columns_kept_when_positive_3134, static, {}, 18),
         (columns_rewritten_in_loop_4845, static, {}, 16),
         (chunks_and_rows_under_if_4773, static, {}, 17),
+        (rows_popped_then_zipped_5447, cases, both, 17),
+        (empty_rows_appended_5166, cases, both, 18),
         (row_masks_zipped_6244, [(torch.randn(4, 2, generator=g) + shift,) for shift in (0.0, 1.0, -1.0)], {}, 19),
     ]]
 

@@ -592,6 +592,25 @@ def _sized_by_data(name: str, made: dict[str, onnx.NodeProto], limit: int = 64) 
     return False
 
 
+def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: a Slice with a bound known only at run time, over a tensor or with a bound
+    a NonZero (or Compress, Unique) sizes: its DynSlice fails 'start + len == end'
+    (fuzz seeds 4232, 5495, 7604: a Flat list holding a masked row, its elements sliced
+    out by bounds summed from their lengths)."""
+    for path, g, _ in walk_graphs(model):
+        consts = {t.name for t in getattr(g, "initializer", ())}
+        made = {o: n for n in g.node for o in n.output}
+        consts |= {o for o, n in made.items() if n.op_type == "Constant"}
+        for n in g.node:
+            if n.op_type != "Slice" or len(n.input) < 3 or n.domain not in ("", "ai.onnx"):
+                continue
+            bounds = [b for b in n.input[1:3] if b and b not in consts]
+            if bounds and any(_sized_by_data(v, made) for v in (n.input[0], *bounds)):
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"its bound '{bounds[0]}' is known only at run time and a {'/'.join(sorted(_DATA_SIZED))} "
+                       "sizes what it slices: tract's DynSlice fails it ('start + len == end', quirk data-sized-slice)")
+
+
 def _ifs_past_the_first(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """tract: every If of a graph that has one before it ('Duplicate node name: If')."""
     for path, g, _ in walk_graphs(model):
@@ -620,6 +639,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "reshape-dynamic-rank": _dynamic_rank_reshapes,
     "one-if-per-graph": _ifs_past_the_first,
     "zero-product-data-sized": _zero_products_of_data_sized,
+    "data-sized-slice": _data_sized_slices,
 }
 
 

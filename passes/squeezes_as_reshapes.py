@@ -1,0 +1,77 @@
+"""Squeeze and Unsqueeze written as a Reshape to the dims they keep, for OpenVINO
+(quirk "squeeze-empty").
+
+OpenVINO 2026.4 gives the Squeeze or Unsqueeze of a tensor that is empty at run time
+(a slice of no rows, not a model input) zeros for its other dims: Unsqueeze(x[:0], 0)
+of an [n, 2] input is [1, 0, 0] where ONNX says [1, 0, 2], and Squeeze likewise. No
+error: the wrong shape flows on, until a Concat with the right one fails (TorchScript's
+``torch.cat(parts + [x[:0]])`` appended to a list, fuzz seed 5166). It converts them to
+a Reshape whose inferred dim is 0 / 0. A Reshape to ``Gather(Shape(x), kept)``, with a 1
+where Unsqueeze inserts one (allowzero: a 0 is a 0), says every dim, and OpenVINO gives
+it right.
+
+Only where the input may be empty (a dim not a positive number) and its rank and the
+axes are known; a constant input stays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis import const_array, is_default_domain
+from seqlower.builder import NameAuthority
+from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
+from seqlower.passes._tensor_ops import INT64, Ops
+
+__all__ = ["SqueezesAsReshapesPass"]
+
+
+class SqueezesAsReshapesPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return rewrite_each_node(model, _rewrite)
+
+
+def _axes(node: ir.Node, opset: int) -> list[int] | None:
+    if opset < 13:
+        attr = node.attributes.get("axes")
+        return None if attr is None else list(attr.as_ints())
+    if len(node.inputs) < 2 or node.inputs[1] is None:
+        return None
+    axes = const_array(node.inputs[1])
+    return None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+
+
+def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+    if node.op_type not in ("Squeeze", "Unsqueeze") or not is_default_domain(node) or not node.inputs:
+        return None
+    x, out = node.inputs[0], node.outputs[0]
+    if x is None or x.shape is None or const_array(x) is not None or x.dtype is None:
+        return None
+    if all(isinstance(d, int) and d > 0 for d in x.shape.dims):
+        return None  # never empty
+    axes = _axes(node, scope.opset)
+    if axes is None:
+        return None
+    rank = x.shape.rank()
+    if node.op_type == "Squeeze":
+        drop = {a % rank for a in axes} if rank else set()
+        index = [i for i in range(rank) if i not in drop]
+    else:
+        out_rank = rank + len(axes)
+        ones = {a % out_rank for a in axes}
+        it = iter(range(rank))
+        index = [rank if j in ones else next(it) for j in range(out_rank)]  # rank: the appended 1
+    o = Ops(scope.builder(node, names))
+    base = node.name or node.op_type.lower()
+    dims = o.shape(x, f"{base}_dims")
+    if node.op_type == "Unsqueeze":
+        dims = o.concat([dims, o.ints([1])], 0, f"{base}_dims1")
+    target = o.op("Gather", [dims, o.b.ints(index, f"{base}_kept")], f"{base}_target", dtype=INT64, shape=[len(index)])
+    # (Below opset 14, without allowzero, reshape_exact pads a flat input.)
+    flat = x if scope.opset >= 14 else o.reshape(x, o.ints([-1]), f"{base}_flat")
+    new = o.reshape_exact(flat, target, len(index), f"{base}_reshaped", x.dtype, hint=out.shape)
+    new.type, new.shape = out.type, out.shape
+    replace_output(out, new, scope, names, node, owned=True)
+    scope.graph.remove(node)
+    return "Reshape", "to the dims it keeps, said one by one (OpenVINO)"
