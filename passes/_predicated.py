@@ -71,10 +71,12 @@ def select_carried(active: ir.Value, new: ir.Value, old: ir.Value, bi: ir.Value,
     return select(active, new, old, o, name, keeps_shape(bi, bo))
 
 
-def select(cond: ir.Value, a: ir.Value, b: ir.Value, o: Ops, name: str, same: bool) -> ir.Value:
+def select(cond: ir.Value, a: ir.Value, b: ir.Value, o: Ops, name: str, same: bool, gathered: bool = False) -> ir.Value:
     """``a`` where the scalar ``cond`` holds, else ``b``: a Where when they have one shape
     (``same``), else (they may differ in the first dim only) the Slice of ``a`` or ``b``
-    out of their Concat."""
+    out of their Concat, or with ``gathered`` its rows Gathered by a Range (OpenVINO
+    sliced 3 values where there was 1 from a list read out of such a Slice, fuzz seed
+    6244; the Gather it gives right)."""
     if same:
         return o.op("Where", [cond, a, b], name, dtype=a.dtype, shape=None if a.shape is None else list(a.shape.dims))
     both = o.concat([a, b], 0, f"{name}_both")
@@ -83,6 +85,13 @@ def select(cond: ir.Value, a: ir.Value, b: ir.Value, o: Ops, name: str, same: bo
     start = o.op("Where", [cond, o.ints([0]), first[0]], f"{name}_start", dtype=INT64, shape=[1])
     end = o.op("Where", [cond, first[0], o.op("Add", first, f"{name}_total", dtype=INT64, shape=[1])],
                f"{name}_end", dtype=INT64, shape=[1])
+    if gathered:
+        rows = o.op("Range", [o.op("Squeeze", [start, o.ints([0])], f"{name}_from", dtype=INT64, shape=[]) if o.b.opset >= 13
+                              else o.op("Squeeze", [start], f"{name}_from", dtype=INT64, shape=[], axes=[0]),
+                              o.op("Squeeze", [end, o.ints([0])], f"{name}_to", dtype=INT64, shape=[]) if o.b.opset >= 13
+                              else o.op("Squeeze", [end], f"{name}_to", dtype=INT64, shape=[], axes=[0]),
+                              o.scalar(1)], f"{name}_rows", dtype=INT64, shape=[None])
+        return o.op("Gather", [both, rows], name, dtype=a.dtype, axis=0)
     return o.slice(both, start, end, [0], name)
 
 

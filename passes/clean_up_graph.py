@@ -8,6 +8,9 @@
    inputs, which turns ``Loop(M, "")`` (no condition, no carried values) into a
    one-input Loop the checker rejects, so Loops get their two leading inputs back.
 2. onnx_ir's ``TopologicalSortPass`` (stable, so unchanged parts keep their order).
+3. A Constant's tensor named like its output: inliners and clones rename the output
+   only, and a second lowering (which clones again) would rename the tensor, so the
+   lowered model would not be its own lowering.
 """
 
 from __future__ import annotations
@@ -35,7 +38,32 @@ class CleanUpGraphPass(ir.passes.InPlacePass):
             removed = RemoveUnusedNodesPass()(model).modified
         _restore_leading_inputs(model)
         modified |= TopologicalSortPass()(model).modified
+        modified |= _name_constant_tensors(model)
         return ir.passes.PassResult(model, modified)
+
+
+def _name_constant_tensors(model: ir.Model) -> bool:
+    renamed = False
+    seen: set[int] = set()
+    for top in (model.graph, *model.functions.values()):
+        for node in ir.traversal.RecursiveGraphIterator(top):
+            if node.op_type != "Constant" or not node.outputs or not node.outputs[0].name:
+                continue
+            value = node.attributes.get("value")
+            if value is None or value.type != ir.AttributeType.TENSOR:
+                continue
+            tensor, name = value.as_tensor(), node.outputs[0].name
+            if id(tensor) in seen:
+                # One tensor shared by clones: each gets its own, or each would rename it.
+                tensor = (ir.StringTensor(tensor.numpy(), shape=tensor.shape, name=name) if tensor.dtype == ir.DataType.STRING
+                          else ir.tensor(tensor.numpy(), dtype=tensor.dtype, name=name))
+                node.attributes["value"] = ir.AttrTensor("value", tensor)
+                renamed = True
+            seen.add(id(tensor))
+            if tensor.name != name:
+                tensor.name = name
+                renamed = True
+    return renamed
 
 
 def _drop_reads_from_removed_bodies(model: ir.Model) -> bool:

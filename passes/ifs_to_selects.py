@@ -47,9 +47,11 @@ def run_time_shaped(node: ir.Node) -> bool:
 class IfsToSelectsPass(ir.passes.InPlacePass):
     """``only``: the Ifs to run as selects (default: every one that can be)."""
 
-    def __init__(self, only: Callable[[ir.Node], bool] | None = None) -> None:
+    def __init__(self, only: Callable[[ir.Node], bool] | None = None, gathered: bool = False) -> None:
+        """``gathered``: a select of two lengths Gathers its rows (``select``'s doc)."""
         super().__init__()
         self.only = only
+        self.gathered = gathered
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         return rewrite_each_node(model, self._rewrite)
@@ -78,7 +80,7 @@ class IfsToSelectsPass(ir.passes.InPlacePass):
             guard_gathers(branch, mapped, when, o, f"{base}_{side}")
             taken.append([mapped.get(v, v) for v in branch.outputs])
         for k, (out, a, b, same) in enumerate(zip(node.outputs, taken[0], taken[1], plan)):
-            y = select(cond, a, b, o, f"{out.name or base}_selected", same)
+            y = select(cond, a, b, o, f"{out.name or base}_selected", same, self.gathered)
             replace_output(out, y, scope, names, node, owned=True)
         discard_subgraphs(node)
         scope.graph.remove(node, safe=True)

@@ -143,6 +143,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "split-tuple-output" in dict(target.quirks):
         final.append(SeparateTupleOutputsPass())
     final += [rewrite() for quirk, rewrite in _OP_QUIRK_REWRITES if quirk in dict(target.quirks)]
+    if "squeeze-empty" in dict(target.quirks):
+        # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
+        final.append(SqueezesAsReshapesPass())
     if "int64-narrowed" in dict(target.quirks):
         # (whole-model: any constant may be a bound; after the rewrites, which write some)
         final.append(NarrowInt64SentinelsPass())
@@ -176,8 +179,7 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("expand-zero-dim", FoldEmptyExpandsPass),
     ("integer-division-by-zero", GuardIntegerDivisionPass),
     ("reduce-negative-axis-empty", PositiveReductionAxesPass),
-    ("if-run-time-shape", lambda: IfsToSelectsPass(only=run_time_shaped)),
-    ("squeeze-empty", SqueezesAsReshapesPass),
+    ("if-run-time-shape", lambda: IfsToSelectsPass(only=run_time_shaped, gathered=True)),
     # Last: the rewrites above may leave Ifs.
     ("one-if-per-graph", IfsInScansPass),
 ]

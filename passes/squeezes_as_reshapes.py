@@ -74,4 +74,6 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
     new.type, new.shape = out.type, out.shape
     replace_output(out, new, scope, names, node, owned=True)
     scope.graph.remove(node)
+    for k in range(len(node.inputs)):
+        node.replace_input_with(k, None)  # (its axes stay used otherwise, and are kept)
     return "Reshape", "to the dims it keeps, said one by one (OpenVINO)"

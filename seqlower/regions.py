@@ -47,7 +47,7 @@ _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 # growing the region through them.
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
 # Target quirks whose rewrites run over every node, not only sequence ones.
-_WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output", "int64-narrowed"})
+_WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output", "int64-narrowed", "squeeze-empty"})
 # Element types of weights, never of positions, sizes, shapes or masks.
 _NUMBERS = frozenset(getattr(onnx.TensorProto, t) for t in (
     "FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
@@ -73,7 +73,7 @@ QUIRK_OPS = {
     "reduce-negative-axis-empty": (*sorted(ops.REDUCE_OPS), "ArgMax", "ArgMin"),
     # tract's product of nothing is 1 already.
     "reduce-empty-axis": tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"})),
-    "if-run-time-shape": "If", "one-if-per-graph": "If", "squeeze-empty": ("Squeeze", "Unsqueeze"),
+    "if-run-time-shape": "If", "one-if-per-graph": "If",
 }
 
 

@@ -328,7 +328,7 @@ def test_tract_slices_wrong_rows_to_a_computed_int64_max_end_and_check_names_it(
 def test_tract_fails_a_zero_product_of_a_masked_tensor_and_check_names_it():
     """TorchScript's ``x[x > 0] * float(i)`` with ``i`` unrolled to 0 (fuzz seed 5292):
     tract makes the product zeros broadcast to a size only the NonZero knows."""
-    from tests.helpers import INT64, const
+    from tests.helpers import const
 
     def masked(scale: float) -> onnx.ModelProto:
         nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("NonZero", ["pos"], ["nz"]),
@@ -353,7 +353,7 @@ def test_tract_fails_a_run_time_slice_of_a_masked_tensor_and_check_names_it():
     """A Flat list holding a masked row, an element sliced out past its end (fuzz seeds
     4232, 5495, 7604): tract fails or aborts where ONNX gives nothing. The same Slice of
     a tensor the input's shape sizes runs."""
-    from tests.helpers import INT64, const
+    from tests.helpers import const
 
     def sliced(masked: bool) -> onnx.ModelProto:
         mask = [helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("NonZero", ["pos"], ["nz"]),

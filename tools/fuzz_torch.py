@@ -459,7 +459,7 @@ def _check_export(label: str, proto: onnx.ModelProto, cases: list, workdir: Path
         if _same(want, got):
             faithful.append((x, want))
     if not faithful:
-        out.exports[f"{label}: export not run by onnxruntime or not PyTorch's numbers"] += 1
+        out.exports[f"{label}: export not run by onnxruntime or not the framework's numbers"] += 1
         return
     src, dst = workdir / f"{out.seed}_{label}.onnx", workdir / f"{out.seed}_{label}.lowered.onnx"
     onnx.save(proto, src)

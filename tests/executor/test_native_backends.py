@@ -30,12 +30,6 @@ OPENVINO_GAPS: dict[str, str] = {
         "reshaped to the appended row's dims below opset 14 (no allowzero: a padded Reshape): OpenVINO sizes "
         "the pad's Expand from bounds it derives through that Loop and gives it no element (bisected by "
         "tools/bisect_runtime.py to Loop -> Shape -> Slice -> Concat -> Where -> ReduceProd -> Sub -> Expand)"),
-    "ts_row_masks_zipped_6244_opset19": (
-        "wrong numbers, not named: a Flat list's element read by Slice(data, 4, Gather(bounds, 3)) with the "
-        "bounds a CumSum of lengths one of which is the Shape of an element sliced from a list an If chose "
-        "(a select): OpenVINO slices 3 values where there is 1; every value up to the end is right when it is "
-        "an output, and freezing any one node to its value makes the last right (bisected by "
-        "tools/bisect_runtime.py to 26 nodes)"),
 }
 # Lowered fixtures its CPU plugin compiles only for concrete input shapes (the executor
 # then compiles per input shapes, and says so): quirk "dynamic-compile".

@@ -95,3 +95,30 @@ def test_branches_of_other_ranks_keep_their_if_and_it_is_named():
     low, _ = _lower(m, "onnx2torch")
     assert "If" in ops_of(low)
     assert [g.where for g in target_gaps(low, load_target("onnx2torch"))] == ["If node (output 'y')"]
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_a_gathered_select_of_two_lengths_gives_the_taken_rows(opset):
+    """For OpenVINO (quirk if-run-time-shape) a select of two first dims Gathers the
+    taken rows by a Range: it sliced 3 values where there was 1 from a list read out of
+    the Slice form (fuzz seed 6244)."""
+    from seqlower.executor import Executor
+    from seqlower.passes.ifs_to_selects import IfsToSelectsPass
+
+    m = _rows_if(3)
+    m.opset_import[0].version = opset
+    if opset < 13:
+        for g in (m.graph, *(a.g for n in m.graph.node for a in n.attribute if a.HasField("g"))):
+            for n in g.node:
+                if n.op_type == "Unsqueeze":
+                    del n.input[1:]
+                    n.attribute.append(helper.make_attribute("axes", [0]))
+    ir_model = load_model(m)
+    IfsToSelectsPass(gathered=True)(ir_model)
+    low = to_proto(ir_model)
+    assert "If" not in ops_of(low) and "Range" in ops_of(low) and "Gather" in ops_of(low)
+    feeds = [{"x": np.array(v, np.float32)} for v in ([1.0, 2.0], [-1.0, -2.0], [0.5], [-3.0])]
+    _agree(m, low, feeds)
+    for f in feeds[:2]:
+        np.testing.assert_allclose(Executor(low, backend="openvino").run(f).outputs["y"],
+                                   Executor(m, backend="onnxruntime").run(f).outputs["y"])
