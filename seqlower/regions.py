@@ -48,6 +48,8 @@ _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
 # Target quirks whose rewrites run over every node, not only sequence ones.
 _WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output", "int64-narrowed", "squeeze-empty"})
+# Of those, the ones with work only where the model has one of these ops.
+_WHOLE_MODEL_OPS = {"squeeze-empty": frozenset({"Squeeze", "Unsqueeze"})}
 # Element types of weights, never of positions, sizes, shapes or masks.
 _NUMBERS = frozenset(getattr(onnx.TensorProto, t) for t in (
     "FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
@@ -132,9 +134,10 @@ def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable
     """Whether any pass has anything to do in ``model``: a relevant op or a non-tensor
     value anywhere (functions, subgraphs, the boundary). ``kinds``: ``node_kinds`` of the
     main graph, when read already."""
-    if _WHOLE_MODEL_QUIRKS & set(quirks):
+    whole = _WHOLE_MODEL_QUIRKS & set(quirks)
+    if whole - _WHOLE_MODEL_OPS.keys():
         return True
-    relevant = relevant_ops(lacks, quirks)
+    relevant = relevant_ops(lacks, quirks) | {op for q in whole for op in _WHOLE_MODEL_OPS[q]}
     g = model.graph
     if any(_non_tensor(v.type) for v in (*g.input, *g.output, *g.value_info)):
         return True

@@ -555,6 +555,7 @@ def _zero_products_of_data_sized(model: onnx.ModelProto) -> Iterator[tuple[str, 
     for path, g, _ in walk_graphs(model):
         consts = {t.name: t for t in getattr(g, "initializer", ())}
         made = {o: n for n in g.node for o in n.output}
+        sized = _data_sized(g)
         for n in g.node:
             if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t"):
                 consts[n.output[0]] = n.attribute[0].t
@@ -570,26 +571,21 @@ def _zero_products_of_data_sized(model: onnx.ModelProto) -> Iterator[tuple[str, 
                 c = consts.get(name)
                 if c is None or numpy_helper.to_array(c).size == 0 or np.any(numpy_helper.to_array(c) != 0):
                     continue
-                if _sized_by_data(n.input[other], made):
+                if n.input[other] in sized:
                     yield (describe_node(n.op_type, n.name, list(n.output)), path,
                            f"it multiplies '{n.input[other]}', whose size a {'/'.join(sorted(_DATA_SIZED))} decides, "
                            "by a constant zero, which tract turns into a broadcast it cannot size (quirk zero-product-data-sized)")
                     break
 
 
-def _sized_by_data(name: str, made: dict[str, onnx.NodeProto], limit: int = 64) -> bool:
-    """Whether a node among ``name``'s producers (up to ``limit``) is one of _DATA_SIZED."""
-    stack, seen = [name], set()
-    while stack and len(seen) < limit:
-        v = stack.pop()
-        if v in seen or v not in made:
-            continue
-        seen.add(v)
-        p = made[v]
-        if p.op_type in _DATA_SIZED:
-            return True
-        stack.extend(i for i in p.input if i)
-    return False
+def _data_sized(graph: onnx.GraphProto) -> set[str]:
+    """The values of ``graph`` computed from a NonZero's (or Compress's, Unique's) output:
+    in graph order, each node's outputs when it is one or reads one."""
+    tainted: set[str] = set()
+    for n in graph.node:
+        if n.op_type in _DATA_SIZED or not tainted.isdisjoint(n.input):
+            tainted.update(o for o in n.output if o)
+    return tainted
 
 
 def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -600,12 +596,13 @@ def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]
     for path, g, _ in walk_graphs(model):
         consts = {t.name for t in getattr(g, "initializer", ())}
         made = {o: n for n in g.node for o in n.output}
+        sized = _data_sized(g)
         consts |= {o for o, n in made.items() if n.op_type == "Constant"}
         for n in g.node:
             if n.op_type != "Slice" or len(n.input) < 3 or n.domain not in ("", "ai.onnx"):
                 continue
             bounds = [b for b in n.input[1:3] if b and b not in consts]
-            if bounds and any(_sized_by_data(v, made) for v in (n.input[0], *bounds)):
+            if bounds and not sized.isdisjoint((n.input[0], *bounds)):
                 yield (describe_node(n.op_type, n.name, list(n.output)), path,
                        f"its bound '{bounds[0]}' is known only at run time and a {'/'.join(sorted(_DATA_SIZED))} "
                        "sizes what it slices: tract's DynSlice fails it ('start + len == end', quirk data-sized-slice)")
