@@ -374,3 +374,23 @@ def test_tract_fails_a_run_time_slice_of_a_masked_tensor_and_check_names_it():
     assert [g.where for g in gaps] == ["Slice node 'tail'"] and "data-sized-slice" in gaps[0].why
     assert not target_gaps(sliced(False), load_target("tract"))
     assert Executor(sliced(False), backend="tract").run(x).outputs["y"].shape == (0,)
+
+
+def test_tract_fails_a_reversed_slice_of_no_rows_and_check_names_it():
+    """``x.flip(0)`` exported as a Slice of step -1 (fuzz seed 9018): tract's analysis
+    fails it when x has no rows; over an axis that cannot be empty it runs."""
+    from tests.helpers import const
+
+    def flipped(rows: object) -> onnx.ModelProto:
+        nodes = [helper.make_node("Slice", ["x", "minus1", "lowest", "axis0", "minus1"], ["y"], name="flip")]
+        return model(nodes, [t("x", FLOAT, [rows, 3])], [t("y", FLOAT, [rows, 3])],
+                     initializer=[const("minus1", np.array([-1], np.int64)), const("axis0", np.array([0], np.int64)),
+                                  const("lowest", np.array([-(2**63)], np.int64))])
+
+    with pytest.raises(Exception, match="end <= len"):
+        Executor(flipped("n"), backend="tract").run({"x": np.zeros((0, 3), np.float32)})
+    gaps = target_gaps(flipped("n"), load_target("tract"))
+    assert [g.where for g in gaps] == ["Slice node 'flip'"] and "reverse-slice-empty" in gaps[0].why
+    assert not target_gaps(flipped(2), load_target("tract"))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(Executor(flipped(2), backend="tract").run({"x": x}).outputs["y"], x[::-1])

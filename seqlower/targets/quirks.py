@@ -608,6 +608,35 @@ def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]
                        "sizes what it slices: tract's DynSlice fails it ('start + len == end', quirk data-sized-slice)")
 
 
+def _reversed_slices_of_maybe_empty(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: a Slice with a negative step over an axis that may be empty fails its
+    analysis ('end <= len' 1 vs 0: ``x.flip(0)`` and ``x[::-1]`` of no rows, fuzz seed 9018)."""
+    from onnx import numpy_helper
+
+    for path, g, infos in _typed_graphs(model):
+        dims = {v.name: _dims(v) for v in infos}
+        consts = {t.name: numpy_helper.to_array(t) for t in getattr(g, "initializer", ())}
+        for n in g.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t"):
+                consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        for n in g.node:
+            if n.op_type != "Slice" or len(n.input) < 5 or not n.input[4] or n.domain not in ("", "ai.onnx"):
+                continue
+            steps = consts.get(n.input[4])
+            if steps is None or not np.any(np.asarray(steps) < 0):
+                continue
+            shape = dims.get(n.input[0])
+            axes = consts.get(n.input[3]) if len(n.input) > 3 and n.input[3] else np.arange(np.asarray(steps).size)
+            if axes is None:
+                continue
+            backwards = [int(a) for a, st in zip(np.asarray(axes).reshape(-1), np.asarray(steps).reshape(-1)) if st < 0]
+            if shape is not None and all(isinstance(shape[a], int) and shape[a] > 0 for a in backwards if -len(shape) <= a < len(shape)):
+                continue
+            yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                   "it steps backwards along an axis that may be empty, which tract's analysis fails "
+                   "('end <= len', quirk reverse-slice-empty)")
+
+
 def _ifs_past_the_first(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """tract: every If of a graph that has one before it ('Duplicate node name: If')."""
     for path, g, _ in walk_graphs(model):
@@ -637,6 +666,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "one-if-per-graph": _ifs_past_the_first,
     "zero-product-data-sized": _zero_products_of_data_sized,
     "data-sized-slice": _data_sized_slices,
+    "reverse-slice-empty": _reversed_slices_of_maybe_empty,
 }
 
 
