@@ -10,8 +10,8 @@ a Reshape whose inferred dim is 0 / 0. A Reshape to ``Gather(Shape(x), kept)``, 
 where Unsqueeze inserts one (allowzero: a 0 is a 0), says every dim, and OpenVINO gives
 it right.
 
-Only where the input may be empty (a dim not a positive number) and its rank and the
-axes are known; a constant input stays.
+Only where the input's dims are not all known (a static shape OpenVINO gets right) and
+its rank and the axes are; a constant input stays.
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
     x, out = node.inputs[0], node.outputs[0]
     if x is None or x.shape is None or const_array(x) is not None or x.dtype is None:
         return None
-    if all(isinstance(d, int) and d > 0 for d in x.shape.dims):
-        return None  # never empty
+    if all(isinstance(d, int) for d in x.shape.dims):
+        # Never empty, or empty with every dim known before it runs (OpenVINO folds the
+        # target then, and reads a 0 in it as "copy": seed 9515).
+        return None
     axes = _axes(node, scope.opset)
     if axes is None:
         return None
