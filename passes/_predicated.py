@@ -86,11 +86,8 @@ def select(cond: ir.Value, a: ir.Value, b: ir.Value, o: Ops, name: str, same: bo
     end = o.op("Where", [cond, first[0], o.op("Add", first, f"{name}_total", dtype=INT64, shape=[1])],
                f"{name}_end", dtype=INT64, shape=[1])
     if gathered:
-        rows = o.op("Range", [o.op("Squeeze", [start, o.ints([0])], f"{name}_from", dtype=INT64, shape=[]) if o.b.opset >= 13
-                              else o.op("Squeeze", [start], f"{name}_from", dtype=INT64, shape=[], axes=[0]),
-                              o.op("Squeeze", [end, o.ints([0])], f"{name}_to", dtype=INT64, shape=[]) if o.b.opset >= 13
-                              else o.op("Squeeze", [end], f"{name}_to", dtype=INT64, shape=[], axes=[0]),
-                              o.scalar(1)], f"{name}_rows", dtype=INT64, shape=[None])
+        rows = o.op("Range", [o.b.squeeze(start, [0], f"{name}_from"), o.b.squeeze(end, [0], f"{name}_to"), o.scalar(1)],
+                    f"{name}_rows", dtype=INT64, shape=[None])
         return o.op("Gather", [both, rows], name, dtype=a.dtype, axis=0)
     return o.slice(both, start, end, [0], name)
 

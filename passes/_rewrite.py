@@ -16,7 +16,7 @@ from seqlower.builder import Builder, NameAuthority, ai_onnx_opset, subgraphs
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "take_over", "take_places", "hand_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "named_copy", "take_over", "take_places", "hand_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 
@@ -141,10 +141,7 @@ def _rename(node: ir.Node, names: NameAuthority, i: int | str) -> None:
         if value is not None and value.type == ir.AttributeType.TENSOR and n.outputs[0].name:
             # Graph.clone shares the tensor among the copies: each gets its own, named
             # like its output (else the last copy's name is every copy's).
-            t = value.as_tensor()
-            copy = (ir.StringTensor(t.numpy(), shape=t.shape, name=n.outputs[0].name) if t.dtype == ir.DataType.STRING
-                    else ir.tensor(t.numpy(), dtype=t.dtype, name=n.outputs[0].name))
-            n.attributes["value"] = ir.AttrTensor("value", copy)
+            n.attributes["value"] = ir.AttrTensor("value", named_copy(value.as_tensor(), n.outputs[0].name))
         for attr in n.attributes.values():
             graphs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else []
             for g in graphs:
@@ -156,6 +153,13 @@ def _rename(node: ir.Node, names: NameAuthority, i: int | str) -> None:
                     v.name = names.fresh(f"{name}_{i}")
                     g.register_initializer(v)
                 stack.extend(g)
+
+
+def named_copy(t: ir.TensorProtocol, name: str) -> ir.TensorProtocol:
+    """A tensor of ``t``'s values of its own, named ``name`` (strings included)."""
+    if t.dtype == ir.DataType.STRING:
+        return ir.StringTensor(t.numpy(), shape=t.shape, name=name)
+    return ir.tensor(t.numpy(), dtype=t.dtype, name=name)
 
 
 def returned_by(graph: ir.Graph, values: Sequence[ir.Value], names: NameAuthority, opset: int) -> list[ir.Value]:

@@ -21,6 +21,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 
 from seqlower.builder import subgraphs
+from seqlower.passes._rewrite import named_copy
 
 __all__ = ["CleanUpGraphPass"]
 
@@ -55,8 +56,7 @@ def _name_constant_tensors(model: ir.Model) -> bool:
             tensor, name = value.as_tensor(), node.outputs[0].name
             if id(tensor) in seen:
                 # One tensor shared by clones: each gets its own, or each would rename it.
-                tensor = (ir.StringTensor(tensor.numpy(), shape=tensor.shape, name=name) if tensor.dtype == ir.DataType.STRING
-                          else ir.tensor(tensor.numpy(), dtype=tensor.dtype, name=name))
+                tensor = named_copy(tensor, name)
                 node.attributes["value"] = ir.AttrTensor("value", tensor)
                 renamed = True
             seen.add(id(tensor))

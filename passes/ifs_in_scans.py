@@ -44,10 +44,10 @@ class IfsInScansPass(ir.passes.InPlacePass):
                 self._graph(sub, names, records)
             if node.op_type == "If" and is_default_domain(node) and node.inputs and node.inputs[0] is not None:
                 ifs.append(node)
-        # The first that cannot move stays where it is; so does one If besides.
+        # One If stays in the graph: one that cannot move (its outputs are not typed
+        # tensors), else the first.
         movable = [n for n in ifs if _movable(n)]
-        stays = len(ifs) - len(movable)
-        for node in movable[1:] if stays == 0 else movable:
+        for node in movable[1:] if len(movable) == len(ifs) else movable:
             records.append(rewrite_record(node, scope, "Scan", "an If past its graph's first, alone in a Scan of one iteration"))
             _wrap(node, scope, names)
 

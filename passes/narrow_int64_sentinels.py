@@ -9,11 +9,11 @@ Shape(x), 0)))``, TorchScript's trip count ``min(INT64_MAX, len)`` of an ``enume
 write these two numbers as "no bound": a Slice to the end, a Loop without a trip count,
 a clamp. No dim tract plans for reaches 2^31, so the int32 bounds say the same there.
 Only a constant read as a bound is narrowed: each use, through Casts, Reshapes,
-Concats and the like, is a Slice's starts or ends, a Loop's trip count, a shape (Expand, Reshape, ConstantOfShape, Tile), a Range, a Min,
-Max, Clip, ReduceMin or ReduceMax (whose results are bounds too) or a comparison, never
-a model output or another op's data. Other
-numbers past int32 stay as they are; ``check --target`` names a Slice whose end is
-computed from one (quirk "slice-end-max").
+Concats and the like, is a Slice's starts or ends, a Loop's trip count, a shape
+(Expand, Reshape, ConstantOfShape, Tile), a Range, a Min, Max, Clip, ReduceMin or
+ReduceMax (whose results are bounds too) or a comparison, never a model output or
+another op's data. Other numbers past int32 stay as they are; ``check --target`` names
+a Slice whose end is computed from one (quirk "slice-end-max").
 """
 
 from __future__ import annotations

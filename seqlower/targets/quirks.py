@@ -542,6 +542,17 @@ def _computed_slice_ends(model: onnx.ModelProto) -> Iterator[tuple[str, str, str
                        "which tract slices to the wrong rows (quirk slice-end-max)")
 
 
+def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    """The graph's initializers and Constant tensors by name, as arrays."""
+    from onnx import numpy_helper
+
+    found = {t.name: numpy_helper.to_array(t) for t in getattr(graph, "initializer", ())}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t"):
+            found[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    return found
+
+
 _DATA_SIZED = frozenset({"NonZero", "Compress", "Unique", "NonMaxSuppression"})
 
 
@@ -550,15 +561,10 @@ def _zero_products_of_data_sized(model: onnx.ModelProto) -> Iterator[tuple[str, 
     Unique) decides: tract replaces it by zeros broadcast to a size it cannot evaluate
     ('MultiBroadcastTo: Undetermined symbol'; TorchScript's ``mask_rows * float(i)``
     with ``i`` unrolled to 0, fuzz seeds 5292, 6421, 4044)."""
-    from onnx import numpy_helper
-
     for path, g, _ in walk_graphs(model):
-        consts = {t.name: t for t in getattr(g, "initializer", ())}
+        consts = _constants(g)
         made = {o: n for n in g.node for o in n.output}
         sized = _data_sized(g)
-        for n in g.node:
-            if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t"):
-                consts[n.output[0]] = n.attribute[0].t
         for n in g.node:
             if n.op_type != "Mul" or len(n.input) != 2:
                 continue
@@ -569,7 +575,7 @@ def _zero_products_of_data_sized(model: onnx.ModelProto) -> Iterator[tuple[str, 
                         "Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze"):
                     name, steps = made[name].input[0], steps + 1
                 c = consts.get(name)
-                if c is None or numpy_helper.to_array(c).size == 0 or np.any(numpy_helper.to_array(c) != 0):
+                if c is None or c.size == 0 or np.any(c != 0):
                     continue
                 if n.input[other] in sized:
                     yield (describe_node(n.op_type, n.name, list(n.output)), path,
@@ -594,10 +600,8 @@ def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]
     (fuzz seeds 4232, 5495, 7604: a Flat list holding a masked row, its elements sliced
     out by bounds summed from their lengths)."""
     for path, g, _ in walk_graphs(model):
-        consts = {t.name for t in getattr(g, "initializer", ())}
-        made = {o: n for n in g.node for o in n.output}
+        consts = {t.name for t in getattr(g, "initializer", ())} | {o for n in g.node if n.op_type == "Constant" for o in n.output}
         sized = _data_sized(g)
-        consts |= {o for o, n in made.items() if n.op_type == "Constant"}
         for n in g.node:
             if n.op_type != "Slice" or len(n.input) < 3 or n.domain not in ("", "ai.onnx"):
                 continue
@@ -611,14 +615,9 @@ def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]
 def _reversed_slices_of_maybe_empty(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """tract: a Slice with a negative step over an axis that may be empty fails its
     analysis ('end <= len' 1 vs 0: ``x.flip(0)`` and ``x[::-1]`` of no rows, fuzz seed 9018)."""
-    from onnx import numpy_helper
-
     for path, g, infos in _typed_graphs(model):
         dims = {v.name: _dims(v) for v in infos}
-        consts = {t.name: numpy_helper.to_array(t) for t in getattr(g, "initializer", ())}
-        for n in g.node:
-            if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t"):
-                consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        consts = _constants(g)
         for n in g.node:
             if n.op_type != "Slice" or len(n.input) < 5 or not n.input[4] or n.domain not in ("", "ai.onnx"):
                 continue
