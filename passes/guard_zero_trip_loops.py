@@ -37,16 +37,24 @@ __all__ = ["GuardZeroTripLoopsPass"]
 def _sized(v: ir.Value) -> bool:
     """``v`` is read only by the Slice this pass writes and the Shape that sizes it (a
     model lowered before)."""
-    slices = [u.node for u in v.uses() if u.node.op_type == "Slice" and u.idx == 0 and len(u.node.inputs) >= 3]
-    for sl in slices:
-        ends = sl.inputs[2]
-        p = ends.producer() if ends is not None else None
-        if p is not None and p.op_type == "Gather" and p.inputs[0] is not None:  # (some axes only)
-            p = p.inputs[0].producer()
-        shape = p.inputs[1].producer() if p is not None and p.op_type == "Where" and p.inputs[1] is not None else None
-        if shape is not None and shape.op_type == "Shape" and shape.inputs[0] is v:
+    for sl in (u.node for u in v.uses() if u.idx == 0):
+        shape = sizing_shape(sl)
+        if shape is not None:
             return all(u.node is sl or u.node is shape for u in v.uses())
     return False
+
+
+def sizing_shape(node: ir.Node) -> ir.Node | None:
+    """When ``node`` is a Slice this pass wrote (``Slice(out, 0, Where(runs, Shape(out),
+    ...))``, a no-op when run), the Shape in its end; else None."""
+    if node.op_type != "Slice" or len(node.inputs) < 3 or node.inputs[0] is None:
+        return None
+    ends = node.inputs[2]
+    p = ends.producer() if ends is not None else None
+    if p is not None and p.op_type == "Gather" and p.inputs[0] is not None:  # (some axes only)
+        p = p.inputs[0].producer()
+    shape = p.inputs[1].producer() if p is not None and p.op_type == "Where" and p.inputs[1] is not None else None
+    return shape if shape is not None and shape.op_type == "Shape" and shape.inputs[0] is node.inputs[0] else None
 
 
 class GuardZeroTripLoopsPass(ir.passes.InPlacePass):

@@ -44,7 +44,9 @@ from seqlower.passes._batched_map import batched_plan, run_batched
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
     Analysis,
+    const_array,
     dynamic_split_squeezes,
+    is_default_domain,
     model_input_dims,
     node_label,
     unchanged_split_source,
@@ -397,11 +399,43 @@ def _settled(data: ir.Value, t: ir.Value, rank: int, o: Ops, name: str) -> ir.Va
     inputs; the original, whose sequence is simply empty, never noticed."""
     if not open_when_empty(data):
         return data
-    count1 = o.slice(o.shape(data, f"{name}_have_dims"), o.ints([0]), o.ints([1]), [0], f"{name}_count1")
+    trips = _every_trip(data)
+    if trips is not None:
+        # Not read off the output's shape: OpenVINO bounds that count below by 1 (quirk
+        # loop-assumes-an-iteration), and below opset 14 the padded Reshape's Expand then
+        # made no element (fuzz seeds 9959, 10241; ts_rows_of_no_trip_appended_2177).
+        count = o.op("Max", [trips, o.scalar(0)], f"{name}_count", dtype=INT64, shape=[])
+        count1 = o.reshape(count, o.ints([1]), f"{name}_count1")
+    else:
+        count1 = o.slice(o.shape(data, f"{name}_have_dims"), o.ints([0]), o.ints([1]), [0], f"{name}_count1")
     target = o.concat([count1, o.shape(t, f"{name}_elem_dims")], 0, f"{name}_settled_shape")
     assert data.dtype is not None
     flat = o.reshape(data, o.ints([-1]), f"{name}_settled_flat")
     return o.reshape_exact(flat, target, rank + 1, f"{name}_settled", data.dtype)
+
+
+def _every_trip(v: ir.Value) -> ir.Value | None:
+    """The trip count of the Loop whose scan output ``v`` is (through Identity) when the
+    Loop runs every trip: no condition, or a true one its body passes on unchanged."""
+    while (p := v.producer()) is not None and p.op_type == "Identity" and is_default_domain(p) and p.inputs[0] is not None:
+        v = p.inputs[0]
+    loop = v.producer()
+    if loop is None or loop.op_type != "Loop" or not is_default_domain(loop) or not loop.inputs or loop.inputs[0] is None:
+        return None
+    if len(loop.inputs) > 1 and loop.inputs[1] is not None and not _true(loop.inputs[1]):
+        return None
+    body = loop.attributes["body"].as_graph()
+    cond = body.outputs[0]
+    while (p := cond.producer()) is not None and p.op_type == "Identity" and p.inputs[0] is not None:
+        cond = p.inputs[0]
+    if cond is body.inputs[1] or _true(cond):
+        return loop.inputs[0]
+    return None
+
+
+def _true(v: ir.Value) -> bool:
+    c = const_array(v)
+    return c is not None and c.size == 1 and bool(c.reshape(-1)[0])
 
 
 @rule("SequenceErase", "packed")

@@ -22,6 +22,7 @@ from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
 from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 from seqlower.passes.ifs_in_scans import IfsInScansPass
+from seqlower.passes.slices_as_compress import SlicesAsCompressPass
 from seqlower.passes.squeezes_as_reshapes import SqueezesAsReshapesPass
 from seqlower.passes.narrow_int64_sentinels import NarrowInt64SentinelsPass
 from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
@@ -41,6 +42,7 @@ from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
 from seqlower.passes.reductions_as_sums import ONNX2TORCH, OPENVINO, ReductionsAsSumsPass
 from seqlower.passes.positive_reduction_axes import PositiveReductionAxesPass
 from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
+from seqlower.passes.drop_empty_concat_operands import DropEmptyConcatOperandsPass
 from seqlower.passes.empty_constants_as_constant_of_shape import EmptyConstantsAsConstantOfShapePass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
@@ -48,6 +50,7 @@ from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
 from seqlower.passes.split_to_slices import SplitToSlicesPass
 from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
+from seqlower.passes.unroll_constant_scans import UnrollConstantScansPass
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.passes.vectorize_loops import VectorizeLoopsPass
 from seqlower.passes.vectorize_ragged_loops import VectorizeRaggedLoopsPass
@@ -131,6 +134,10 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
 
     # onnxruntime stacks string scan outputs wrong; every target gets them carried.
     final: list[ir.passes.PassBase] = [CarryStringScansPass()]
+    if "Loop" in target.lacks and "Scan" not in target.lacks:
+        # A Loop made a Scan before its trip count was found constant (tract fails such a
+        # Scan given no rows); before the rewrites below, which make Scans of their own.
+        final.append(UnrollConstantScansPass(options.max_unroll))
     if not target.sequences:
         final.append(LowerZipMapPass())  # seq(map) outputs: no such type without sequences
     if "empty-constant-loop-state" in dict(target.quirks):
@@ -146,9 +153,16 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "squeeze-empty" in dict(target.quirks):
         # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
         final.append(SqueezesAsReshapesPass())
+    if "slice-run-time-end" in dict(target.quirks):
+        # (whole-model: a user's Slice to a computed end anywhere; the lowerings and the
+        # rewrites above write many)
+        final.append(SlicesAsCompressPass())
+        if "Compress" in target.lacks:
+            final.append(LowerCompressPass())
     if "int64-narrowed" in dict(target.quirks):
         # (whole-model: any constant may be a bound; after the rewrites, which write some)
         final.append(NarrowInt64SentinelsPass())
+    final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
@@ -273,12 +287,15 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
         # and one it made run no iteration, reading the empty constants of a list lowered
         # before its length was known, is its initial values.
         passes += [FoldZeroTripLoopsPass(), UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state),
-                   UnfoldEmptyLoopStatesPass()]
+                   UnfoldEmptyLoopStatesPass(), DropEmptyConcatOperandsPass()]
         # A Loop given a run-time state now may need its zero-trip guard too.
         if "loop-assumes-an-iteration" in quirks:
             passes.append(GuardZeroTripLoopsPass())
     if "empty-constant" in quirks:
         passes.append(EmptyConstantsAsConstantOfShapePass())  # (folding made them constants again)
+    target = load_target(options.target)
+    if "Loop" in target.lacks and "Scan" not in target.lacks:
+        passes.append(UnrollConstantScansPass(options.max_unroll))  # (as in build_passes' final)
     if "int64-narrowed" in quirks:
         passes.append(NarrowInt64SentinelsPass())  # (a folded bound is a new constant)
     return passes

@@ -66,6 +66,21 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
         index = [rank if j in ones else next(it) for j in range(out_rank)]  # rank: the appended 1
     o = Ops(scope.builder(node, names))
     base = node.name or node.op_type.lower()
+    kept = [1 if i == rank else x.shape[i] for i in index]
+    unknown = [k for k, d in enumerate(kept) if not isinstance(d, int)]
+    if len(unknown) == 1 and all(d > 0 for d in kept if isinstance(d, int)):
+        # One dim not known, the others known and not 0: a constant target with -1 there
+        # says the same (the -1 is 0 for an empty x). Not Gather(Shape(x)): OpenVINO ties
+        # such a Reshape's dim to x's Shape, and then reads the Shape of a Slice of it with
+        # a run-time end as the whole dim (wrong numbers, fuzz seed 10323).
+        target = o.b.ints([-1 if k == unknown[0] else d for k, d in enumerate(kept)], f"{base}_target")
+        new = o.op("Reshape", [x, target], f"{base}_reshaped", dtype=x.dtype, shape=out.shape)
+        new.type, new.shape = out.type, out.shape
+        replace_output(out, new, scope, names, node, owned=True)
+        scope.graph.remove(node)
+        for k in range(len(node.inputs)):
+            node.replace_input_with(k, None)
+        return "Reshape", "to the dims it keeps, the one not known as -1 (OpenVINO)"
     dims = o.shape(x, f"{base}_dims")
     if node.op_type == "Unsqueeze":
         dims = o.concat([dims, o.ints([1])], 0, f"{base}_dims1")

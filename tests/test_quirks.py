@@ -130,7 +130,7 @@ TVM_RUNS = {
     "dynamo_chunk_dynamic_batch_opset18", "dynamo_split_chunk_unbind_opset18", "ts_chunk_pop_cat_opset13",
     "ts_chunk_pop_cat_opset17", "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17", "tf_map_fn_fixed_opset13", "tf_map_fn_fixed_opset17", "tf_unstack_stack_opset13",
     "tf_unstack_stack_opset17", "ts_guarded_pop_of_empty_1039_opset14", "ts_loops_over_empty_lists_1037_opset15",
-    "ts_zip_of_empty_lists_2436_opset19", "ts_empty_rows_appended_5166_opset18",
+    "ts_zip_of_empty_lists_2436_opset19", "ts_empty_rows_appended_5166_opset18", "ts_mapped_then_summed_4603_opset18",
 }
 
 
@@ -394,3 +394,46 @@ def test_tract_fails_a_reversed_slice_of_no_rows_and_check_names_it():
     assert not target_gaps(flipped(2), load_target("tract"))
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(Executor(flipped(2), backend="tract").run({"x": x}).outputs["y"], x[::-1])
+
+
+def test_tract_fails_an_if_whose_branches_mask_apart_and_check_names_it():
+    """TorchScript's ``if x.sum() > 0: l.append(x[x > 0]) else: l.append(x.sum(0)[...])``
+    (fuzz seed 10395): each branch sizes its output by its own NonZero, which tract
+    names by its own symbol ('x,F32 vs x_0,F32'); branches returning one outer masked
+    tensor fail too ('Source node without a determined fact': seed 9088). Masked sums
+    (one static shape) run, and are not named."""
+    from tests.helpers import const
+
+    def masked(prefix: str, source: str) -> list:
+        return [helper.make_node("Greater", [source, "zero"], [f"{prefix}pos"]),
+                helper.make_node("NonZero", [f"{prefix}pos"], [f"{prefix}nz"]),
+                helper.make_node("Transpose", [f"{prefix}nz"], [f"{prefix}idx"], perm=[1, 0]),
+                helper.make_node("GatherND", [source, f"{prefix}idx"], [f"{prefix}kept"])]
+
+    def chosen(kind: str) -> onnx.ModelProto:
+        outer = []
+        if kind == "apart":
+            then = body(masked("a", "x"), [], [t("akept", FLOAT, [None])])
+            other = body([helper.make_node("Neg", ["x"], ["nx"]), *masked("b", "nx")], [], [t("bkept", FLOAT, [None])])
+        elif kind == "outer":
+            then = body([helper.make_node("Identity", ["okept"], ["a"])], [], [t("a", FLOAT, [None])])
+            other = body([helper.make_node("Neg", ["okept"], ["b"])], [], [t("b", FLOAT, [None])])
+            outer = masked("o", "x")
+        else:
+            then = body([*masked("a", "x"), helper.make_node("ReduceSum", ["akept"], ["a"], keepdims=0)], [], [t("a", FLOAT, [])])
+            other = body([helper.make_node("Neg", ["x"], ["nx"]), *masked("b", "nx"),
+                          helper.make_node("ReduceSum", ["bkept"], ["b"], keepdims=0)], [], [t("b", FLOAT, [])])
+        nodes = [*outer, helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "zero"], ["c"]),
+                 helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="chosen")]
+        shape = [] if kind == "sums" else [None]
+        return model(nodes, [t("x", FLOAT, [4])], [t("y", FLOAT, shape)], initializer=[const("zero", np.array(0, np.float32))])
+
+    x = {"x": np.array([1.0, -2.0, 3.0, 0.5], np.float32)}
+    for kind, error in (("apart", "x_0"), ("outer", "determined fact")):
+        with pytest.raises(Exception, match=error):
+            Executor(chosen(kind), backend="tract").run(x)
+        gaps = target_gaps(chosen(kind), load_target("tract"))
+        assert [g.where for g in gaps] == ["If node 'chosen'"] and "NonZero" in gaps[0].why
+        assert gaps[0].why.endswith("(quirk if-branch-facts)")
+    assert not target_gaps(chosen("sums"), load_target("tract"))
+    assert Executor(chosen("sums"), backend="tract").run(x).outputs["y"] == np.float32(4.5)

@@ -105,6 +105,39 @@ def _if_branch_facts(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
                 break
 
 
+def _if_branch_data_sizes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: an If output a NonZero (or Compress, Unique) sizes, in a branch or outside
+    it, where the branches do not give the same value: tract gives each such size its
+    own symbol in each branch, or none to an outer one a branch reads ('x,F32 vs
+    x_0,F32': fuzz seed 10395, a masked row appended to a list under an ``if`` on values;
+    'Source node without a determined fact': seed 9088)."""
+    inferred = _inferred_if_any_if(model)
+    if inferred is None:
+        return
+    for path, graph, _ in walk_graphs(inferred):
+        outer = _data_sized(graph)
+        for node in graph.node:
+            if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+                continue
+            branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
+            if len(branches) != 2:
+                continue
+            then, other = branches["then_branch"], branches["else_branch"]
+            sized = (_data_sized(then, outer), _data_sized(other, outer))
+            for k, (a, b) in enumerate(zip(then.output, other.output)):
+                da, db = _dims(a), _dims(b)
+                if a.name == b.name or not (a.name in sized[0] or b.name in sized[1]):
+                    continue
+                if da is not None and db is not None and len(da) == len(db) and all(
+                        isinstance(x, int) and x == y for x, y in zip(da, db)):
+                    continue  # (one static shape: one fact)
+                where = describe_node(node.op_type, node.name, list(node.output))
+                yield where, path, (f"output {k} is sized by what a NonZero (or Compress, Unique) finds; tract "
+                                    "gives such a size its own symbol in each branch and needs one shape from "
+                                    "both (quirk if-branch-facts)")
+                break
+
+
 def _ifs(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto, onnx.GraphProto, onnx.GraphProto]]:
     """Every If with both branches: (graph path, node, then branch, else branch)."""
     for path, graph, _ in walk_graphs(model):
@@ -584,10 +617,11 @@ def _zero_products_of_data_sized(model: onnx.ModelProto) -> Iterator[tuple[str, 
                     break
 
 
-def _data_sized(graph: onnx.GraphProto) -> set[str]:
+def _data_sized(graph: onnx.GraphProto, outer: set[str] = frozenset()) -> set[str]:
     """The values of ``graph`` computed from a NonZero's (or Compress's, Unique's) output:
-    in graph order, each node's outputs when it is one or reads one."""
-    tainted: set[str] = set()
+    in graph order, each node's outputs when it is one or reads one (or reads one of
+    ``outer``, the enclosing graph's; a branch's output may be one of those itself)."""
+    tainted: set[str] = set(outer)
     for n in graph.node:
         if n.op_type in _DATA_SIZED or not tainted.isdisjoint(n.input):
             tainted.update(o for o in n.output if o)
@@ -609,7 +643,7 @@ def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]
             if bounds and not sized.isdisjoint((n.input[0], *bounds)):
                 yield (describe_node(n.op_type, n.name, list(n.output)), path,
                        f"its bound '{bounds[0]}' is known only at run time and a {'/'.join(sorted(_DATA_SIZED))} "
-                       "sizes what it slices: tract's DynSlice fails it ('start + len == end', quirk data-sized-slice)")
+                       "sizes what it slices: tract's DynSlice fails it: 'start + len == end' (quirk data-sized-slice)")
 
 
 def _reversed_slices_of_maybe_empty(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -633,7 +667,7 @@ def _reversed_slices_of_maybe_empty(model: onnx.ModelProto) -> Iterator[tuple[st
                 continue
             yield (describe_node(n.op_type, n.name, list(n.output)), path,
                    "it steps backwards along an axis that may be empty, which tract's analysis fails "
-                   "('end <= len', quirk reverse-slice-empty)")
+                   "('end <= len') (quirk reverse-slice-empty)")
 
 
 def _ifs_past_the_first(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -651,7 +685,7 @@ _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.
 
 # Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
-    "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m)]),
+    "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m), *_if_branch_data_sizes(m)]),
     "data-dependent-shape": _data_dependent_shapes,
     "shape-expr": _tvm_shape_expressions,
     "dynamic-split": _tvm_dynamic_splits,

@@ -24,13 +24,11 @@ from tests.test_tensorflow_models import MODELS as TF_MODELS
 NATIVE = ("openvino", "tract")
 
 # Lowered exported fixtures OpenVINO 2026.4 does not run on every stored case, and why.
-OPENVINO_GAPS: dict[str, str] = {
-    "ts_rows_of_no_trip_appended_2177_opset11": (
-        "a TorchScript Loop's scan output of no iteration, [0, 0] on OpenVINO where its inference says [0, w], "
-        "reshaped to the appended row's dims below opset 14 (no allowzero: a padded Reshape): OpenVINO sizes "
-        "the pad's Expand from bounds it derives through that Loop and gives it no element (bisected by "
-        "tools/bisect_runtime.py to Loop -> Shape -> Slice -> Concat -> Where -> ReduceProd -> Sub -> Expand)"),
-}
+# (ts_rows_of_no_trip_appended_2177_opset11 was one: a scan output of no iteration,
+# settled to the appended row's dims by a padded Reshape below opset 14, whose count
+# OpenVINO read off the Loop's output with a lower bound of 1; the count is now the
+# trip count, passes/lower_packed_sequences.py's _settled.)
+OPENVINO_GAPS: dict[str, str] = {}
 # Lowered fixtures its CPU plugin compiles only for concrete input shapes (the executor
 # then compiles per input shapes, and says so): quirk "dynamic-compile".
 OPENVINO_STATIC = {
@@ -48,7 +46,7 @@ TRACT_RUNS = {
     "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17",
     "ts_guarded_pop_of_empty_1039_opset14", "ts_loops_over_empty_lists_1037_opset15",
     "ts_rows_of_no_trip_appended_2177_opset11", "ts_zip_of_empty_lists_2436_opset19", "ts_max_of_unbound_rows_3041_opset14",
-    "ts_empty_rows_appended_5166_opset18",
+    "ts_empty_rows_appended_5166_opset18", "ts_mapped_then_summed_4603_opset18",
 }
 
 

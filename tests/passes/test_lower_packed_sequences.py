@@ -422,3 +422,36 @@ def test_a_map_over_a_provably_empty_list_gives_elements_of_the_groups_shape():
     _, report = lower_checked(m, inputs=[{"x": x, "p": np.array(0)}, {"x": x[:0], "p": np.array(-0)}])
     assert {r["into"] for r in report.rewrites} == {"stacked"}
     assert [r["how"] for r in report.rewrites if r["op"] == "SequenceMap"] == ["empty lists: the mapped list is empty"]
+
+
+def _rows_scanned_then_appended(stops_early: bool, opset: int):
+    """TorchScript's ``[x[i] for i in range(n)] + [x.sum(0)]``, stacked: a Loop's scan
+    output split into rows and appended to (fuzz seeds 2177, 9959, 10241). With
+    ``stops_early`` the body's condition is ``i < 1``: the Loop may stop before its trip
+    count, and only the output knows how many rows there are."""
+    cond = [helper.make_node("Less", ["i", "one"], ["go"])] if stops_early else [helper.make_node("Identity", ["c"], ["go"])]
+    loop_body = body([helper.make_node("Gather", ["x", "i"], ["row"], axis=0), *cond],
+                     [t("i", INT64, []), t("c", BOOL, [])], [t("go", BOOL, []), t("row", FLOAT, ["w"])])
+    nodes = [helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Gather", ["dims", "zero"], ["n"], axis=0),
+             helper.make_node("Loop", ["n", "yes"], ["rows"], body=loop_body),
+             helper.make_node("SplitToSequence", ["rows"], ["s"], keepdims=0),
+             helper.make_node("ReduceSum", ["x"], ["total"], axes=[0], keepdims=0) if opset < 13 else
+             helper.make_node("ReduceSum", ["x", "axes0"], ["total"], keepdims=0),
+             helper.make_node("SequenceInsert", ["s", "total"], ["s2"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=0, new_axis=1)]
+    return model(nodes, [t("x", FLOAT, ["n", "w"])], [t("y", FLOAT, [None, "w"])], opset=opset,
+                 ir_version=IR_FOR_OPSET[opset], initializer=[
+                     const("zero", np.array(0, np.int64)), const("one", np.array(1, np.int64)),
+                     const("yes", np.array(True)), const("axes0", np.array([0], np.int64))])
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17])
+@pytest.mark.parametrize("stops_early", [False, True])
+def test_rows_of_a_scan_output_count_by_its_trips_when_it_runs_every_trip(opset, stops_early):
+    m = _rows_scanned_then_appended(stops_early, opset)
+    inputs = [{"x": _x(k, w)} for k, w in [(0, 3), (2, 3), (3, 0), (1, 1), (0, 0)]]
+    low, _ = lower_checked(m, inputs=inputs)
+    # Every trip run: the rows are counted by the trip count, not read off the scan
+    # output's shape (OpenVINO bounds that by 1 below: seed 10241); else by the shape.
+    shapes_read = [n.input[0] for n in low.graph.node if n.op_type == "Shape"]
+    assert ("rows" in shapes_read) == stops_early
