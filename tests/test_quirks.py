@@ -437,3 +437,21 @@ def test_tract_fails_an_if_whose_branches_mask_apart_and_check_names_it():
         assert gaps[0].why.endswith("(quirk if-branch-facts)")
     assert not target_gaps(chosen("sums"), load_target("tract"))
     assert Executor(chosen("sums"), backend="tract").run(x).outputs["y"] == np.float32(4.5)
+
+
+@pytest.mark.parametrize("runtime", ["openvino", "tract"])
+def test_a_string_tensor_fails_openvino_and_tract_and_check_names_it(runtime):
+    """A graph program over strings (runtimes.py --programs, seeds 20101-20299): neither
+    has a string type. The same program over floats runs, and is not named."""
+    def gathered(elem: int) -> onnx.ModelProto:
+        nodes = [helper.make_node("Gather", ["x", "i"], ["y"], axis=0, name="pick")]
+        return model(nodes, [t("x", elem, ["n"]), t("i", onnx.TensorProto.INT64, [1])], [t("y", elem, [1])])
+
+    x = np.array(["a", "b"], dtype=object)
+    with pytest.raises(Exception):
+        Executor(gathered(onnx.TensorProto.STRING), backend=runtime).run({"x": x, "i": np.array([1])})
+    gaps = target_gaps(gathered(onnx.TensorProto.STRING), load_target(runtime))
+    assert [g.where for g in gaps] == ["Gather node 'pick'"] and gaps[0].why.endswith("(quirk no-strings)")
+    assert not target_gaps(gathered(FLOAT), load_target(runtime))
+    got = Executor(gathered(FLOAT), backend=runtime).run({"x": np.array([1.0, 2.0], np.float32), "i": np.array([1])})
+    assert got.outputs["y"].tolist() == [2.0]

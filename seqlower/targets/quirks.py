@@ -519,6 +519,35 @@ def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
                        "shape [] (quirk empty-constant)")
 
 
+def _string_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO and tract: every node that reads a string tensor the model takes, holds
+    or casts to (neither has a string type: OpenVINO's Python API refuses the input,
+    'ov_type_it != dtype_map.end()', its frontend a string constant; tract refuses an
+    object input: random graph programs over strings, seeds 20101-20299)."""
+    from seqlower.protos import outer_reads, subgraphs_of
+
+    STRING = onnx.TensorProto.STRING
+    graphs = list(walk_graphs(model))
+    strings = {v.name for v in model.graph.input
+               if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == STRING}
+    strings |= {t.name for _, g, _ in graphs for t in getattr(g, "initializer", ()) if t.data_type == STRING}
+    for path, g, _ in graphs:
+        for n in g.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t") and n.attribute[0].t.data_type == STRING:
+                strings.update(n.output)
+            elif n.op_type == "Cast" and any(a.name == "to" and a.i == STRING for a in n.attribute):
+                yield describe_node(n.op_type, n.name, list(n.output)), path, "it casts to string (quirk no-strings)"
+    if not strings:
+        return
+    for path, g, _ in graphs:
+        for n in g.node:
+            read = outer_reads(n) if subgraphs_of(n) else set(n.input)
+            hit = sorted(strings.intersection(read))
+            if hit:
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"it reads '{hit[0]}', a string tensor (quirk no-strings)")
+
+
 def _dynamic_rank_reshapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a Reshape whose shape input's length is not known before it runs (an
     element of a list whose rank is only known at run time): its CPU plugin refuses a
@@ -694,6 +723,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "no-reduce-18": _reductions_from_18,
     "if-run-time-shape": _if_run_time_shapes,
     "empty-constant": _empty_constant_readers,
+    "no-strings": _string_tensors,
     "slice-end-max": _computed_slice_ends,
     "reshape-dynamic-rank": _dynamic_rank_reshapes,
     "one-if-per-graph": _ifs_past_the_first,
