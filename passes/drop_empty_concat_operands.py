@@ -8,8 +8,8 @@ numbers from it: the Shape of a Slice of such a Concat, read as another Slice's 
 buffer's length, with no error (fuzz seed 10323: ``[2.]`` for ``[]``). Without the empty
 operand it is right. Dropped for every target, since the Concat is the same without it.
 
-An operand counts as empty when it is a constant with no elements along the axis, or when it is an Expand of a constant to a constant target
-with 0 at that axis (the lowerings' own empty buffers; OpenVINO's rewrites keep them
+An operand counts as empty when it is a constant with no elements along the axis, or
+when it is an Expand of a constant to a constant target with 0 at that axis (the lowerings' own empty buffers; OpenVINO's rewrites keep them
 Expands, since it misreads empty constants). At least one operand is kept, so the
 result keeps its other dims and dtype. Functions and subgraphs included.
 """

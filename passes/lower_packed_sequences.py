@@ -44,9 +44,9 @@ from seqlower.passes._batched_map import batched_plan, run_batched
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import (
     Analysis,
-    const_array,
     dynamic_split_squeezes,
     is_default_domain,
+    loop_runs_all_trips,
     model_input_dims,
     node_label,
     unchanged_split_source,
@@ -416,26 +416,13 @@ def _settled(data: ir.Value, t: ir.Value, rank: int, o: Ops, name: str) -> ir.Va
 
 def _every_trip(v: ir.Value) -> ir.Value | None:
     """The trip count of the Loop whose scan output ``v`` is (through Identity) when the
-    Loop runs every trip: no condition, or a true one its body passes on unchanged."""
+    Loop runs every trip."""
     while (p := v.producer()) is not None and p.op_type == "Identity" and is_default_domain(p) and p.inputs[0] is not None:
         v = p.inputs[0]
     loop = v.producer()
     if loop is None or loop.op_type != "Loop" or not is_default_domain(loop) or not loop.inputs or loop.inputs[0] is None:
         return None
-    if len(loop.inputs) > 1 and loop.inputs[1] is not None and not _true(loop.inputs[1]):
-        return None
-    body = loop.attributes["body"].as_graph()
-    cond = body.outputs[0]
-    while (p := cond.producer()) is not None and p.op_type == "Identity" and p.inputs[0] is not None:
-        cond = p.inputs[0]
-    if cond is body.inputs[1] or _true(cond):
-        return loop.inputs[0]
-    return None
-
-
-def _true(v: ir.Value) -> bool:
-    c = const_array(v)
-    return c is not None and c.size == 1 and bool(c.reshape(-1)[0])
+    return loop.inputs[0] if loop_runs_all_trips(loop, loop.attributes["body"].as_graph()) else None
 
 
 @rule("SequenceErase", "packed")

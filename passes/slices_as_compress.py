@@ -37,7 +37,6 @@ class SlicesAsCompressPass(ir.passes.InPlacePass):
         return rewrite_each_node(model, lambda node, scope, names: _rewrite(node, scope, names, run_time))
 
 
-
 # Ops whose output shape follows their inputs' shapes alone (not their values).
 _SHAPE_FROM_SHAPES = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Not", "Equal", "Less", "Greater",

@@ -74,23 +74,20 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
         # such a Reshape's dim to x's Shape, and then reads the Shape of a Slice of it with
         # a run-time end as the whole dim (wrong numbers, fuzz seed 10323).
         target = o.b.ints([-1 if k == unknown[0] else d for k, d in enumerate(kept)], f"{base}_target")
-        new = o.op("Reshape", [x, target], f"{base}_reshaped", dtype=x.dtype, shape=out.shape)
-        new.type, new.shape = out.type, out.shape
-        replace_output(out, new, scope, names, node, owned=True)
-        scope.graph.remove(node)
-        for k in range(len(node.inputs)):
-            node.replace_input_with(k, None)
-        return "Reshape", "to the dims it keeps, the one not known as -1 (OpenVINO)"
-    dims = o.shape(x, f"{base}_dims")
-    if node.op_type == "Unsqueeze":
-        dims = o.concat([dims, o.ints([1])], 0, f"{base}_dims1")
-    target = o.op("Gather", [dims, o.b.ints(index, f"{base}_kept")], f"{base}_target", dtype=INT64, shape=[len(index)])
-    # (Below opset 14, without allowzero, reshape_exact pads a flat input.)
-    flat = x if scope.opset >= 14 else o.reshape(x, o.ints([-1]), f"{base}_flat")
-    new = o.reshape_exact(flat, target, len(index), f"{base}_reshaped", x.dtype, hint=out.shape)
+        new = o.op("Reshape", [x, target], f"{base}_reshaped", dtype=x.dtype)
+        how = "to the dims it keeps, the one not known as -1 (OpenVINO)"
+    else:
+        dims = o.shape(x, f"{base}_dims")
+        if node.op_type == "Unsqueeze":
+            dims = o.concat([dims, o.ints([1])], 0, f"{base}_dims1")
+        target = o.op("Gather", [dims, o.b.ints(index, f"{base}_kept")], f"{base}_target", dtype=INT64, shape=[len(index)])
+        # (Below opset 14, without allowzero, reshape_exact pads a flat input.)
+        flat = x if scope.opset >= 14 else o.reshape(x, o.ints([-1]), f"{base}_flat")
+        new = o.reshape_exact(flat, target, len(index), f"{base}_reshaped", x.dtype, hint=out.shape)
+        how = "to the dims it keeps, said one by one (OpenVINO)"
     new.type, new.shape = out.type, out.shape
     replace_output(out, new, scope, names, node, owned=True)
     scope.graph.remove(node)
     for k in range(len(node.inputs)):
         node.replace_input_with(k, None)  # (its axes stay used otherwise, and are kept)
-    return "Reshape", "to the dims it keeps, said one by one (OpenVINO)"
+    return "Reshape", how

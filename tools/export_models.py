@@ -145,36 +145,6 @@ def _script_models() -> list[Spec]:
         parts = torch.cat(out, 0).split(2, 0)
         return torch.cat([parts[-1], parts[0] * 3.0], 0)
 
-    @torch.jit.script
-    def masks_mapped_and_zipped_10323(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        # Lowered for OpenVINO, a row's mask read back from the Flat buffer by a Slice to
-        # a computed end, mapped, and its length read as the next list's bounds: OpenVINO
-        # took that length for the whole buffer's (wrong numbers, no error).
-        x = x * 1.5
-        l1: List[torch.Tensor] = [torch.nonzero(x[i] > 0).squeeze(1).float() for i in range(x.size(0))]
-        z2 = [t * 2.0 for t in l1]
-        m3: List[torch.Tensor] = []
-        for a, b in zip(l1, z2):
-            m3.append(a - b)
-        m3.append(x.reshape(-1)[:3])
-        if x.size(0) > 0:
-            l1.append(x.sum(0)[x.sum(0) > 0])
-        return torch.cat(m3 + [x.reshape(-1)[:1]], 0), torch.cat(l1 + [x.reshape(-1)[:1]], 0)
-
-    @torch.jit.script
-    def mapped_then_summed_4603(x: torch.Tensor) -> torch.Tensor:
-        # The second loop's trip count is the first list's length, a constant only once
-        # that list is lowered: for tract it became a Scan over a constant Range, which
-        # tract fails given no rows ("Scan: No scan input").
-        l1: List[torch.Tensor] = [x.sum(1), x.sum(1) * 2.0]
-        m2: List[torch.Tensor] = []
-        for t in l1:
-            m2.append(t * 0.5)
-        m3: List[torch.Tensor] = []
-        for t in m2:
-            m3.append(t.sum())
-        return torch.stack(m3 + [x.sum()], 0)
-
     def wrap(fn: Callable) -> torch.nn.Module:
         class Scripted(torch.nn.Module):
             def forward(self, x):

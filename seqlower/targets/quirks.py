@@ -114,39 +114,40 @@ def _if_branch_data_sizes(model: onnx.ModelProto) -> Iterator[tuple[str, str, st
     inferred = _inferred_if_any_if(model)
     if inferred is None:
         return
-    for path, graph, _ in walk_graphs(inferred):
-        outer = _data_sized(graph)
-        for node in graph.node:
-            if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+    outer: dict[int, set[str]] = {}
+    for path, graph, node, then, other in _ifs_in_graphs(inferred):
+        if id(graph) not in outer:
+            outer[id(graph)] = _data_sized(graph)
+        sized = (_data_sized(then, outer[id(graph)]), _data_sized(other, outer[id(graph)]))
+        for k, (a, b) in enumerate(zip(then.output, other.output)):
+            da, db = _dims(a), _dims(b)
+            if a.name == b.name or not (a.name in sized[0] or b.name in sized[1]):
                 continue
-            branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
-            if len(branches) != 2:
-                continue
-            then, other = branches["then_branch"], branches["else_branch"]
-            sized = (_data_sized(then, outer), _data_sized(other, outer))
-            for k, (a, b) in enumerate(zip(then.output, other.output)):
-                da, db = _dims(a), _dims(b)
-                if a.name == b.name or not (a.name in sized[0] or b.name in sized[1]):
-                    continue
-                if da is not None and db is not None and len(da) == len(db) and all(
-                        isinstance(x, int) and x == y for x, y in zip(da, db)):
-                    continue  # (one static shape: one fact)
-                where = describe_node(node.op_type, node.name, list(node.output))
-                yield where, path, (f"output {k} is sized by what a NonZero (or Compress, Unique) finds; tract "
-                                    "gives such a size its own symbol in each branch and needs one shape from "
-                                    "both (quirk if-branch-facts)")
-                break
+            if da is not None and db is not None and len(da) == len(db) and all(
+                    isinstance(x, int) and x == y for x, y in zip(da, db)):
+                continue  # (one static shape: one fact)
+            where = describe_node(node.op_type, node.name, list(node.output))
+            yield where, path, (f"output {k} is sized by what a NonZero (or Compress, Unique) finds; tract "
+                                "gives such a size its own symbol in each branch and needs one shape from "
+                                "both (quirk if-branch-facts)")
+            break
 
 
 def _ifs(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto, onnx.GraphProto, onnx.GraphProto]]:
     """Every If with both branches: (graph path, node, then branch, else branch)."""
+    for path, _, node, then, other in _ifs_in_graphs(model):
+        yield path, node, then, other
+
+
+def _ifs_in_graphs(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.GraphProto, onnx.NodeProto, onnx.GraphProto, onnx.GraphProto]]:
+    """Every If with both branches, with the graph holding it."""
     for path, graph, _ in walk_graphs(model):
         for node in graph.node:
             if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
                 continue
             branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
             if len(branches) == 2:
-                yield path, node, branches["then_branch"], branches["else_branch"]
+                yield path, graph, node, branches["then_branch"], branches["else_branch"]
 
 
 def _if_branch_growth(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:

@@ -51,8 +51,7 @@ def test_one_operand_left_is_the_output_and_all_empty_keeps_one():
     assert Executor(low).run(x).outputs["y"].shape == (0, 2)
 
 
-def test_a_run_time_operand_and_another_axis_stay():
-    # start2 is [0, 1]: empty along axis 0, not along axis 1 (where it would broadcast-fail anyway).
+def test_a_concat_of_nothing_empty_stays():
     m = _model("x", "x")
     low, modified = _dropped(m)
     assert not modified and ops_of(low).count("Concat") == 1
