@@ -53,3 +53,37 @@ def test_a_loop_whose_states_keep_their_shape_is_left_alone():
     assert "Where" not in ops_of(low) and "If" not in ops_of(low)
     rep = verify(m, low, inputs=feeds, backend="reference", lowered_backend="openvino")
     assert rep.equivalent, rep.to_json()
+
+
+def _from_a_row_then_grown(scan: bool):
+    """Cut from graph program 20010: rows ``[N, 2]`` plus one (so OpenVINO bounds them below
+    by 1) carried through a Loop that appends a row per iteration, and its length per
+    iteration as a scan output, ``M`` trips (0 here)."""
+    nodes = [helper.make_node("Constant", [], ["row"], value=helper.make_tensor("row", INT64, [1, 2], [1, 1])),
+             helper.make_node("Concat", ["rows", "row"], ["rows_out"], axis=0), helper.make_node("Identity", ["c"], ["c_out"])]
+    outs = [t("c_out", BOOL, []), t("rows_out", INT64, [None, 2])]
+    if scan:
+        nodes += [helper.make_node("Shape", ["rows_out"], ["sh"], start=0, end=1), helper.make_node("Squeeze", ["sh"], ["n"])]
+        outs.append(t("n", INT64, []))
+    loop_body = body(nodes, [t("i", INT64, []), t("c", BOOL, []), t("rows", INT64, [None, 2])], outs)
+    louts = ["grown"] + (["lens"] if scan else [])
+    return model([helper.make_node("Shape", ["x"], ["n0"], start=0, end=1), helper.make_node("Concat", ["n0", "two"], ["dims"], axis=0),
+                  helper.make_node("Expand", ["zero", "dims"], ["empty"]), helper.make_node("Concat", ["empty", "one_row"], ["init"], axis=0),
+                  helper.make_node("Loop", ["M", "", "init"], louts, body=loop_body)],
+                 [t("x", BOOL, ["N", "K"]), t("M", INT64, [])],
+                 [t("grown", INT64, [None, 2])] + ([t("lens", INT64, [None])] if scan else []),
+                 initializer=[const("two", [2], np.int64), const("zero", 0, np.int64), const("one_row", np.ones((1, 2)), np.int64)],
+                 opset=17)
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_a_loop_growing_rows_it_starts_with_runs_no_iteration_on_openvino(scan):
+    m = _from_a_row_then_grown(scan)
+    feeds = [{"x": np.zeros((n, 3), bool), "M": np.array(trips, np.int64)} for trips in (0, 1, 3) for n in (0, 2)]
+    # OpenVINO's Loop node fails itself, not what reads it (fixed upstream: this fails).
+    with pytest.raises(Exception, match=r"\{2 - \?, 2\} is incompatible with provided dimensions: \{1, 2\}"):
+        Executor(m, backend="openvino").run(feeds[0])
+    low, _ = lower_checked(m, inputs=feeds, target="openvino")
+    for f in feeds:
+        rep = verify(m, low, inputs=[f], backend="reference", lowered_backend="openvino")
+        assert rep.equivalent, (f, rep.to_json())
