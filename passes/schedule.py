@@ -24,6 +24,7 @@ from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 from seqlower.passes.ifs_in_scans import IfsInScansPass
 from seqlower.passes.slices_as_compress import SlicesAsCompressPass
 from seqlower.passes.squeezes_as_reshapes import SqueezesAsReshapesPass
+from seqlower.passes.transposes_as_reshapes import TransposesAsReshapesPass
 from seqlower.passes.narrow_int64_sentinels import NarrowInt64SentinelsPass
 from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
 from seqlower.passes.inclusive_cumsums import InclusiveCumSumsPass
@@ -153,6 +154,10 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "squeeze-empty" in dict(target.quirks):
         # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
         final.append(SqueezesAsReshapesPass())
+    if "transpose-empty" in dict(target.quirks):
+        # (whole-model, as above: a user's Transpose of an empty tensor, and the stacked
+        # lists' own at ConcatFromSequence)
+        final.append(TransposesAsReshapesPass())
     if "slice-run-time-end" in dict(target.quirks):
         # (whole-model: a user's Slice to a computed end anywhere; the lowerings and the
         # rewrites above write many)

@@ -24,7 +24,7 @@ from seqlower.builder import NameAuthority
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, Ops
 
-__all__ = ["SqueezesAsReshapesPass"]
+__all__ = ["SqueezesAsReshapesPass", "reshape_to_index"]
 
 
 class SqueezesAsReshapesPass(ir.passes.InPlacePass):
@@ -64,6 +64,13 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
         ones = {a % out_rank for a in axes}
         it = iter(range(rank))
         index = [rank if j in ones else next(it) for j in range(out_rank)]  # rank: the appended 1
+    return reshape_to_index(node, index, scope, names)
+
+
+def reshape_to_index(node: ir.Node, index: list[int], scope: Scope, names: NameAuthority) -> tuple[str, str]:
+    """Replace ``node`` by a Reshape of its input to its dims at ``index`` (``rank``: a 1)."""
+    x, out = node.inputs[0], node.outputs[0]
+    rank = x.shape.rank()
     o = Ops(scope.builder(node, names))
     base = node.name or node.op_type.lower()
     kept = [1 if i == rank else x.shape[i] for i in index]
@@ -78,7 +85,7 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
         how = "to the dims it keeps, the one not known as -1 (OpenVINO)"
     else:
         dims = o.shape(x, f"{base}_dims")
-        if node.op_type == "Unsqueeze":
+        if rank in index:
             dims = o.concat([dims, o.ints([1])], 0, f"{base}_dims1")
         target = o.op("Gather", [dims, o.b.ints(index, f"{base}_kept")], f"{base}_target", dtype=INT64, shape=[len(index)])
         # (Below opset 14, without allowzero, reshape_exact pads a flat input.)
