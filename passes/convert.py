@@ -47,6 +47,7 @@ from seqlower.passes._rewrite import (
     write_abi,
 )
 from seqlower.passes._tensor_ops import Ops
+from seqlower.passes.fold_static_ifs import CARRIED_LISTS_KEY
 
 __all__ = [
     "Converter", "Proto", "Collected", "Rule", "rule", "rules", "REPRESENTATIONS", "WebLoweringPass", "convert_if",
@@ -340,6 +341,7 @@ def convert_if(cv: Converter, node: ir.Node, scope: Scope) -> bool:
         g.outputs.clear()
         g.outputs.extend(fixed)
     new = rebuild_node(node, list(node.inputs), protos)
+    new.meta[CARRIED_LISTS_KEY] = True  # (FoldStaticIfsPass folds it once its condition is known)
     for out, start, count in spans:
         if count is None:
             take_over(out, new.outputs[start], scope.graph)

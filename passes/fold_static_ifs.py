@@ -35,11 +35,16 @@ from seqlower.builder import NameAuthority
 from seqlower.passes._rewrite import Scope, discard_subgraphs, hand_over, inline_graph, rewrite_each_node
 from seqlower.passes.fold_sequence_arguments import evaluate
 
-__all__ = ["FoldStaticIfsPass"]
+__all__ = ["CARRIED_LISTS_KEY", "FoldStaticIfsPass"]
 
 logger = logging.getLogger(__name__)
 
 _MAX_HOPS = 4
+# Set on an If whose lists a lowering made tensors (passes/convert.py's convert_if): its
+# condition may become known only after (a length the lowering folds), and it is folded
+# then, though no list is left for it to reach (tract fails on such an If whose branches
+# give other shapes: torch fuzz seed 5412; elsewhere onnxscript's folding took it).
+CARRIED_LISTS_KEY = "seqlower.if_carried_lists"
 
 
 class FoldStaticIfsPass(ir.passes.InPlacePass):
@@ -50,7 +55,8 @@ class FoldStaticIfsPass(ir.passes.InPlacePass):
 def _fold(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
     if node.op_type != "If" or not is_default_domain(node) or not node.inputs or node.inputs[0] is None:
         return None
-    if not any(isinstance(v.type, ir.SequenceType) or _reaches_a_list(v) for v in node.outputs):
+    if not node.meta.get(CARRIED_LISTS_KEY) and \
+            not any(isinstance(v.type, ir.SequenceType) or _reaches_a_list(v) for v in node.outputs):
         return None
     cond = evaluate(node.inputs[0], scope.opset)
     if cond is None or cond.size != 1:

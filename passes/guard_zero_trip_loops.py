@@ -80,7 +80,8 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
             slots = [k for k, (init, out) in enumerate(zip(node.inputs[2:], node.outputs))
                      if init is not None and isinstance(init.type, ir.TensorType) and init.shape is not None
                      and init.shape.rank() > 0
-                     and ((out.uses() and not _sized(out)) or not _sizing(init.producer()))]
+                     and ((out.uses() and not _sized(out))
+                          or (not _sizing(init.producer()) and not init.shape.is_static()))]
             if not slots:
                 return None
             o = Ops(scope.builder(node, names))
@@ -112,12 +113,16 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                     for s in said)]
                 if not axes:
                     continue
-                if not _sizing(init.producer()):
+                if not _sizing(init.producer()) and not all(isinstance(init.shape.dims[i], int) for i in axes):
                     # The initial value too: OpenVINO bounds the Loop's output below by the
                     # initial value's bound plus what one iteration adds, and the Loop node
                     # itself fails when it runs none from an initial value of a positive bound
                     # ("{2 - ?, 2} is incompatible with provided dimensions: {1, 2}", graph
                     # program 20010). Sliced to a Where of its own shape, the bound is 0.
+                    # Not a static one: OpenVINO gives the body a dynamic dim for it, but a
+                    # slice of it is bounded above, and the body's CumSum over a grown one
+                    # fails ("{0 - 1} is incompatible with provided dimensions: {2}",
+                    # ts_split_insert_loop_cat).
                     idims = o.op("Where", [ran, o.shape(init, f"{init.name or base}_dims"), o.shape(init, f"{init.name or base}_dims_1")],
                                  f"{init.name or base}_unbounded_dims", dtype=INT64, shape=[rank])
                     if len(axes) < rank:

@@ -455,3 +455,22 @@ def test_a_string_tensor_fails_openvino_and_tract_and_check_names_it(runtime):
     assert not target_gaps(gathered(FLOAT), load_target(runtime))
     got = Executor(gathered(FLOAT), backend=runtime).run({"x": np.array([1.0, 2.0], np.float32), "i": np.array([1])})
     assert got.outputs["y"].tolist() == [2.0]
+
+
+@pytest.mark.parametrize("width", [0, 2])
+def test_openvino_gives_a_zero_size_scan_output_other_dims_and_check_names_it(width):
+    """Torch fuzz seed 6437's shape: a Loop stacking ``x[:, :0]`` per iteration (OpenVINO:
+    (2, 0, 0) for ONNX's (2, 2, 0)). Values of width 2 stack right, and are not named."""
+    loop_body = body([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Slice", ["x", "z", "w", "one"], ["e"])],
+                     [t("i", onnx.TensorProto.INT64, []), t("c", BOOL, [])], [t("c_out", BOOL, []), t("e", FLOAT, ["N", width])])
+    m = model([helper.make_node("Shape", ["x"], ["s"], start=0, end=1), helper.make_node("Squeeze", ["s"], ["n"]),
+               helper.make_node("Loop", ["n", ""], ["stacked"], body=loop_body, name="stack")],
+              [t("x", FLOAT, ["N", 3])], [t("stacked", FLOAT, ["N", "N", width])],
+              initializer=[onnx.numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("z", 0), ("w", width), ("one", 1))])
+    got = Executor(m, backend="openvino").run({"x": np.ones((2, 3), np.float32)}).outputs["stacked"]
+    gaps = target_gaps(m, load_target("openvino"))
+    if width:
+        assert got.shape == (2, 2, 2) and not gaps
+        return
+    assert got.shape == (2, 0, 0)  # ONNX: (2, 2, 0); when OpenVINO is fixed, this fails
+    assert [g.where for g in gaps] == ["Loop node 'stack'"] and gaps[0].why.endswith("(quirk zero-size-scan-output)")

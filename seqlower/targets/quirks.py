@@ -520,6 +520,32 @@ def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
                        "shape [] (quirk empty-constant)")
 
 
+def _zero_size_scan_outputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a Loop whose scan output's per-iteration value has a dim known to be 0
+    (a list of ``x[:, :0]`` slices appended in a loop): its CPU plugin gives the stacked
+    output other dims ((2, 0, 0) for ONNX's (2, 2, 0)), and folding what reads it fails
+    to compile ("Cannot infer '-1' dimension with zero-size output dimension", torch fuzz
+    seed 6437)."""
+    if not any(n.op_type == "Loop" for _, g, _ in walk_graphs(model) for n in g.node):
+        return
+    inferred = _inferred(model) or model
+    for path, g, _ in walk_graphs(inferred):
+        for n in g.node:
+            if n.op_type != "Loop" or n.domain not in ("", "ai.onnx"):
+                continue
+            body = next((a.g for a in n.attribute if a.name == "body"), None)
+            if body is None:
+                continue
+            carried = len(n.input) - 2
+            for k, out in enumerate(body.output[1 + carried:]):
+                dims = _dims(out)
+                if dims is not None and 0 in dims:
+                    yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                           f"its scan output {k} stacks values of shape {_show(dims)}, of size 0, which OpenVINO "
+                           "gives other dims (quirk zero-size-scan-output)")
+                    break
+
+
 def _string_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO and tract: every node that reads a string tensor the model takes, holds
     or casts to (neither has a string type: OpenVINO's Python API refuses the input,
@@ -725,6 +751,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "if-run-time-shape": _if_run_time_shapes,
     "empty-constant": _empty_constant_readers,
     "no-strings": _string_tensors,
+    "zero-size-scan-output": _zero_size_scan_outputs,
     "slice-end-max": _computed_slice_ends,
     "reshape-dynamic-rank": _dynamic_rank_reshapes,
     "one-if-per-graph": _ifs_past_the_first,

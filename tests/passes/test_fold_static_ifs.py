@@ -123,3 +123,42 @@ def test_a_branch_declaring_a_wrong_dim_is_not_trusted_once_inlined():
     then = next(a.g for a in branchy.attribute if a.name == "then_branch")
     assert [d.dim_value for d in then.output[0].type.tensor_type.shape.dim] == [1]
     lower_checked(lie, inputs=_ROWS, backends=("reference",))
+
+
+def _erase_then_set() -> onnx.ModelProto:
+    """Torch fuzz seed 5412's TorchScript export: ``l2 = [x, x[:, :1]]``, ``if len(l2) > 0:
+    del l2[0]``, ``if len(l2) > 0: l2[0] = x[:, 1:]``, ``torch.cat(l2 + [x[:, :0]], 1)``. The
+    second If's condition is known only once the first is folded and the list lowered."""
+    def sliced(src: str, start: str, end: str, out: str) -> onnx.NodeProto:
+        return helper.make_node("Slice", [src, start, end, "one1"], [out])
+
+    def branch_if(cond_of: str, out: str, then_nodes, then_out: str) -> list[onnx.NodeProto]:
+        return [helper.make_node("SequenceLength", [cond_of], [f"{out}_n"]), helper.make_node("Greater", [f"{out}_n", "zero"], [f"{out}_c"]),
+                helper.make_node("If", [f"{out}_c"], [out],
+                                 then_branch=body(then_nodes, [], [seq(then_out, FLOAT, [None, None])]),
+                                 else_branch=body([helper.make_node("Identity", [cond_of], [f"{out}_same"])], [],
+                                                  [seq(f"{out}_same", FLOAT, [None, None])]))]
+
+    nodes = [sliced("x", "zero1", "one1", "head"), helper.make_node("SequenceConstruct", ["x", "head"], ["l2"]),
+             *branch_if("l2", "l2_del", [helper.make_node("SequenceErase", ["l2", "zero"], ["l2_erased"])], "l2_erased"),
+             *branch_if("l2_del", "l2_set", [sliced("x", "one1", "big", "tail"), helper.make_node("SequenceErase", ["l2_del", "zero"], ["e"]),
+                                             helper.make_node("SequenceInsert", ["e", "tail", "zero"], ["l2_new"])], "l2_new"),
+             sliced("x", "zero1", "zero1", "none"), helper.make_node("SequenceInsert", ["l2_set", "none"], ["all"]),
+             helper.make_node("ConcatFromSequence", ["all"], ["y"], axis=1)]
+    return model(nodes, [t("x", FLOAT, ["n", "w"])], [t("y", FLOAT, ["n", None])], opset=19,
+                 initializer=[const("zero", 0, np.int64), const("zero1", [0], np.int64), const("one1", [1], np.int64),
+                              const("big", [2**31 - 1], np.int64)])
+
+
+@pytest.mark.parametrize("target", ["tract", "generic"])
+def test_an_if_a_lowering_made_of_lists_folds_when_its_condition_becomes_known(target):
+    m = _erase_then_set()
+    feeds = [{"x": np.arange(15, dtype=np.float32).reshape(5, 3)}, {"x": np.zeros((0, 3), np.float32)}]
+    low, _ = lower_checked(m, inputs=feeds, target=target)
+    assert "If" not in ops_of(low)
+    if target == "tract":
+        from seqlower.executor import Executor
+
+        for f in feeds:
+            got = Executor(low, backend="tract").run(f).outputs["y"]
+            assert np.array_equal(got, f["x"][:, 1:])
