@@ -4,22 +4,21 @@
 OpenVINO 2026.4 infers a Loop's carried outputs as if the body ran at least once: a list
 that starts empty and gains a row per iteration comes out with a lower bound of one row,
 and a Concat after it then fails at run time when the Loop ran no iteration ("Descriptor's
-shape: {2 - ?, 1} is incompatible with provided dimensions: {1, 1}"), and so does the Loop
-itself when the initial value's own lower bound is positive (graph program 20010). Each
-growing state's initial value is therefore sliced to a Where of its own shape (bound 0),
-and each growing state it gives is sliced to its own shape, or, when the Loop may have run
-none, to its initial value's: ``Slice(out, 0, Where(runs, Shape(out), Shape(init)))``.
-The two are the same value when it ran none, so the Slice is a no-op at run time, and
-OpenVINO's bounds of a Where are the smaller of both.
+shape: {2 - ?, 1} is incompatible with provided dimensions: {1, 1}"). The Loop itself runs
+no iteration right; only the bound is wrong. Each growing state it gives is therefore
+sliced to its own shape, or, when the Loop may have run none, to its initial value's:
+``Slice(out, 0, Where(runs, Shape(out), Shape(init)))``. The two are the same value when
+it ran none, so the Slice is a no-op at run time, and OpenVINO's bounds of a Where are
+the smaller of both.
 
 This replaced an ``If (M > 0)`` around the Loop: OpenVINO's CPU plugin reads garbage from
 such an If's outputs once a chain of Concats reads them (quirk "if-run-time-shape"; fuzz
 seed 2561: a comprehension over columns concatenated along axis 1).
 
 Loops whose carried tensors provably keep one shape, and Loops whose trip count and
-condition are constants, are left alone, and so is the output side of a state nothing
-here reads (a graph's output: no Concat follows it in this graph; in a region's
-sub-model, what reads it is outside, and may be this pass's Slice already).
+condition are constants, are left alone, and so is a state nothing here reads (a graph's
+output: no Concat follows it in this graph; in a region's sub-model, what reads it is
+outside, and may be this pass's Slice already).
 """
 
 from __future__ import annotations
@@ -43,10 +42,6 @@ def _sized(v: ir.Value) -> bool:
         if shape is not None:
             return all(u.node is sl or u.node is shape for u in v.uses())
     return False
-
-
-def _sizing(node: ir.Node | None) -> bool:
-    return node is not None and sizing_shape(node) is not None
 
 
 def sizing_shape(node: ir.Node) -> ir.Node | None:
@@ -79,9 +74,7 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                 return None
             slots = [k for k, (init, out) in enumerate(zip(node.inputs[2:], node.outputs))
                      if init is not None and isinstance(init.type, ir.TensorType) and init.shape is not None
-                     and init.shape.rank() > 0
-                     and ((out.uses() and not _sized(out))
-                          or (not _sizing(init.producer()) and not init.shape.is_static()))]
+                     and init.shape.rank() > 0 and out.uses() and not _sized(out)]
             if not slots:
                 return None
             o = Ops(scope.builder(node, names))
@@ -112,25 +105,6 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
                     isinstance(s.dims[i], int) and (not isinstance(init.shape.dims[i], int) or s.dims[i] == init.shape.dims[i])
                     for s in said)]
                 if not axes:
-                    continue
-                if not _sizing(init.producer()) and not all(isinstance(init.shape.dims[i], int) for i in axes):
-                    # The initial value too: OpenVINO bounds the Loop's output below by the
-                    # initial value's bound plus what one iteration adds, and the Loop node
-                    # itself fails when it runs none from an initial value of a positive bound
-                    # ("{2 - ?, 2} is incompatible with provided dimensions: {1, 2}", graph
-                    # program 20010). Sliced to a Where of its own shape, the bound is 0.
-                    # Not a static one: OpenVINO gives the body a dynamic dim for it, but a
-                    # slice of it is bounded above, and the body's CumSum over a grown one
-                    # fails ("{0 - 1} is incompatible with provided dimensions: {2}",
-                    # ts_split_insert_loop_cat).
-                    idims = o.op("Where", [ran, o.shape(init, f"{init.name or base}_dims"), o.shape(init, f"{init.name or base}_dims_1")],
-                                 f"{init.name or base}_unbounded_dims", dtype=INT64, shape=[rank])
-                    if len(axes) < rank:
-                        idims = o.op("Gather", [idims, o.ints(axes)], f"{init.name or base}_grown_dims", dtype=INT64, shape=[len(axes)])
-                    unbounded = o.slice(init, o.ints([0] * len(axes)), idims, axes, f"{init.name or base}_unbounded")
-                    unbounded.type, unbounded.shape = init.type, init.shape
-                    node.replace_input_with(2 + k, unbounded)
-                if not readers or _sized(out):
                     continue
                 dims = a.op("Where", [ran, a.shape(out, f"{out.name or base}_ran_dims"), a.shape(init, f"{out.name or base}_init_dims")],
                             f"{out.name or base}_dims", dtype=INT64, shape=[rank])

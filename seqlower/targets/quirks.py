@@ -520,6 +520,50 @@ def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
                        "shape [] (quirk empty-constant)")
 
 
+def _loops_growing_from_a_row(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a Loop of a run-time trip count that appends rows to a state whose initial
+    value is a Concat with a row known to be there: its CPU plugin bounds the Loop's output
+    below by that row plus one iteration's, and the Loop node itself fails when it runs
+    none ("{2 - ?, 2} is incompatible with provided dimensions: {1, 2}", graph program
+    20010). The zero-trip guard slices what reads the output; slicing the initial value
+    too ran 20010 but broke states that shrink (20245, 20262), so such Loops are named."""
+    if not any(n.op_type == "Loop" for _, g, _ in walk_graphs(model) for n in g.node):
+        return
+    inferred = _inferred(model) or model
+    for path, g, _ in walk_graphs(inferred):
+        made = {o: n for n in g.node for o in n.output}
+        dims = {v.name: _dims(v) for v in (*g.input, *g.value_info, *g.output)}
+        dims.update({t.name: list(t.dims) for t in getattr(g, "initializer", ())})
+        consts = _constants(g)
+        for n in g.node:
+            if n.op_type != "Loop" or n.domain not in ("", "ai.onnx") or len(n.input) < 3:
+                continue
+            if all(x and x in consts for x in n.input[:2]):
+                continue  # (a constant trip count and condition: it runs what it says)
+            body = next((a.g for a in n.attribute if a.name == "body"), None)
+            if body is None:
+                continue
+            body_made = {o: b for b in body.node for o in b.output}
+            for k, init in enumerate(n.input[2:]):
+                p = made.get(init)
+                if p is None or p.op_type != "Concat" or any(a.name == "axis" and a.i not in (0,) for a in p.attribute):
+                    continue
+                if not any((d := dims.get(x)) and isinstance(d[0], int) and d[0] >= 1 for x in p.input):
+                    continue
+                carried = body.input[2 + k].name
+                out = body_made.get(body.output[1 + k].name)
+                if out is None or out.op_type != "Concat":
+                    continue
+                of_state = lambda x: x == carried or (x in body_made and body_made[x].op_type == "Slice"  # noqa: E731
+                                                       and body_made[x].input[0] == carried)
+                if all(of_state(x) for x in out.input):
+                    continue  # (it keeps or drops rows)
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"it appends to '{init}', which starts with a row, and OpenVINO fails such a Loop when it runs "
+                       "no iteration (quirk loop-assumes-an-iteration)")
+                break
+
+
 def _zero_size_scan_outputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a Loop whose scan output's per-iteration value has a dim known to be 0
     (a list of ``x[:, :0]`` slices appended in a loop): its CPU plugin gives the stacked
@@ -752,6 +796,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "empty-constant": _empty_constant_readers,
     "no-strings": _string_tensors,
     "zero-size-scan-output": _zero_size_scan_outputs,
+    "loop-assumes-an-iteration": _loops_growing_from_a_row,
     "slice-end-max": _computed_slice_ends,
     "reshape-dynamic-rank": _dynamic_rank_reshapes,
     "one-if-per-graph": _ifs_past_the_first,
