@@ -61,11 +61,17 @@ def _rewrite_constant(node: ir.Node, scope: Scope, names: NameAuthority) -> tupl
     if value.type != ir.AttributeType.TENSOR or not _empty(value.as_tensor()):
         return None
     out = node.outputs[0]
-    if _shapes_only(out):
+    if _shapes_only(out) and not out.is_graph_output():
         return None
-    made = _constant_of_shape(scope.builder(node, names), value.as_tensor(), f"{out.name or 'empty'}_of_shape")
-    if out.is_graph_output():
+    if out.is_graph_output() and scope.main:
         return None  # (a model returning an empty constant: nothing reads it)
+    made = _constant_of_shape(scope.builder(node, names), value.as_tensor(), f"{out.name or 'empty'}_of_shape")
+    # A branch or body returning it: the If or Loop reads it (an If whose branches both
+    # give an empty list, graph program 20371: "Slice `data` input can't be a scalar").
+    outputs = scope.graph.outputs
+    for k, o in enumerate(outputs):
+        if o is out:
+            outputs[k] = made
     out.replace_all_uses_with(made)
     scope.graph.remove(node, safe=True)
     return "ConstantOfShape", "an empty constant made by ConstantOfShape of its dims (OpenVINO)"

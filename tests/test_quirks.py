@@ -453,6 +453,16 @@ def test_a_string_tensor_fails_openvino_and_tract_and_check_names_it(runtime):
     gaps = target_gaps(gathered(onnx.TensorProto.STRING), load_target(runtime))
     assert [g.where for g in gaps] == ["Gather node 'pick'"] and gaps[0].why.endswith("(quirk no-strings)")
     assert not target_gaps(gathered(FLOAT), load_target(runtime))
+    # A string input nothing reads is fed all the same (graph program 20320).
+    unread = model([helper.make_node("Identity", ["i"], ["y"])], [t("x", onnx.TensorProto.STRING, ["n"]), t("i", onnx.TensorProto.INT64, [1])],
+                   [t("y", onnx.TensorProto.INT64, [1])])
+    if runtime == "tract":
+        with pytest.raises(Exception, match="takes no object input"):
+            Executor(unread, backend=runtime).run({"x": x, "i": np.array([1])})
+        assert [g.where for g in target_gaps(unread, load_target(runtime))] == ["input 'x'"]
+    else:  # (OpenVINO drops it and runs)
+        assert Executor(unread, backend=runtime).run({"x": x, "i": np.array([1])}).outputs["y"].tolist() == [1]
+        assert not target_gaps(unread, load_target(runtime))
     got = Executor(gathered(FLOAT), backend=runtime).run({"x": np.array([1.0, 2.0], np.float32), "i": np.array([1])})
     assert got.outputs["y"].tolist() == [2.0]
 
@@ -474,3 +484,23 @@ def test_openvino_gives_a_zero_size_scan_output_other_dims_and_check_names_it(wi
         return
     assert got.shape == (2, 0, 0)  # ONNX: (2, 2, 0); when OpenVINO is fixed, this fails
     assert [g.where for g in gaps] == ["Loop node 'stack'"] and gaps[0].why.endswith("(quirk zero-size-scan-output)")
+
+
+def test_tract_fails_a_pad_of_dims_read_from_a_shape_and_check_names_it():
+    """Graph program 20385: a Flat list's shape row, of a rank known only at run time,
+    padded with 1s to the widest. The same Pad of data tract runs, and is not named."""
+    def padded(of_shape: bool) -> onnx.ModelProto:
+        src = [helper.make_node("Shape", ["x"], ["d"])] if of_shape else [helper.make_node("Identity", ["v"], ["d"])]
+        nodes = [*src, helper.make_node("Unsqueeze", ["d", "zero"], ["row"]), helper.make_node("Pad", ["row", "pads", "one"], ["wide"], name="widen")]
+        return model(nodes, [t("x", FLOAT, ["n", "m"]), t("v", onnx.TensorProto.INT64, [2])], [t("wide", onnx.TensorProto.INT64, [1, 3])],
+                     initializer=[onnx.numpy_helper.from_array(np.array([0], np.int64), "zero"),
+                                  onnx.numpy_helper.from_array(np.array([0, 0, 0, 1], np.int64), "pads"),
+                                  onnx.numpy_helper.from_array(np.array(1, np.int64), "one")])
+
+    feeds = {"x": np.zeros((2, 3), np.float32), "v": np.array([2, 3], np.int64)}
+    with pytest.raises(Exception, match="Impossible to unify TDim with I64"):
+        Executor(padded(True), backend="tract").run(feeds)
+    gaps = target_gaps(padded(True), load_target("tract"))
+    assert [g.where for g in gaps] == ["Pad node 'widen'"] and gaps[0].why.endswith("(quirk pad-of-shape)")
+    assert Executor(padded(False), backend="tract").run(feeds).outputs["wide"].tolist() == [[2, 3, 1]]
+    assert not target_gaps(padded(False), load_target("tract"))

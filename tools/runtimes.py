@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor import Executor  # noqa: E402
+from seqlower.executor.abi import read_abi  # noqa: E402
 from seqlower.model_io import to_proto  # noqa: E402
 from seqlower.options import TRIPS_EXCEEDED_KEY  # noqa: E402
 from seqlower.targets import load_target, target_gaps  # noqa: E402
@@ -211,7 +212,13 @@ def program_cell(seed: int, runtime: str) -> str:
         want = Executor(m, backend="reference").run(feeds).outputs
         try:
             if runtime in IN_PROCESS:
-                got = run(low, runtime, {n: np.asarray(v) for n, v in feeds.items()})
+                # The lowered model's sequence ports through its ABI, as the executor does.
+                abi = read_abi(low)
+                physical: dict[str, np.ndarray] = {}
+                for n, v in feeds.items():
+                    physical.update(abi.inputs[n].pack(v) if abi and n in abi.inputs else {n: np.asarray(v)})
+                raw = run(low, runtime, physical)
+                got = {k: abi.outputs[k].unpack(raw) if abi and k in abi.outputs else raw.get(k) for k in want}
             else:
                 got = Executor(low, backend=runtime).run(feeds).outputs
         except Exception as e:  # noqa: BLE001

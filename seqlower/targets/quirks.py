@@ -619,6 +619,23 @@ def _string_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
                        f"it reads '{hit[0]}', a string tensor (quirk no-strings)")
 
 
+def _unread_string_inputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract, TVM: a string model input nothing reads (those read, no-strings names): it is fed
+    all the same, and tract refuses the value ('tract takes no object input', graph
+    program 20320; OpenVINO drops such an input and runs)."""
+    from seqlower.protos import outer_reads, subgraphs_of
+
+    STRING = onnx.TensorProto.STRING
+    strings = [v.name for v in model.graph.input
+               if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == STRING]
+    if not strings:
+        return
+    read = {x for _, g, _ in walk_graphs(model) for n in g.node for x in (outer_reads(n) if subgraphs_of(n) else n.input)}
+    for name in strings:
+        if name not in read:
+            yield f"input '{name}'", "main", "it is a string tensor, which the runtime refuses to be given (quirk string-input)"
+
+
 def _dynamic_rank_reshapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a Reshape whose shape input's length is not known before it runs (an
     element of a list whose rank is only known at run time): its CPU plugin refuses a
@@ -728,6 +745,25 @@ def _data_sized(graph: onnx.GraphProto, outer: set[str] = frozenset()) -> set[st
     return tainted
 
 
+# Ops through which tract keeps a Shape's dims as TDim.
+_TDIM_KEEPING = frozenset({"Shape", "Unsqueeze", "Squeeze", "Reshape", "Concat", "Slice", "Gather", "Identity", "Expand"})
+
+
+def _pads_of_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: a Pad of a tensor taken from a Shape (a Flat list's shape row of a rank known
+    only at run time, padded with 1s): tract holds it as TDim, and the pad value is I64
+    ('Impossible to unify TDim with I64', graph program 20385)."""
+    for path, g, _ in walk_graphs(model):
+        dims: set[str] = set()
+        for n in g.node:
+            if n.op_type == "Shape" or (n.op_type in _TDIM_KEEPING and n.input and n.input[0] in dims):
+                dims.update(o for o in n.output if o)
+            elif n.op_type == "Pad" and n.input and n.input[0] in dims:
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"it pads '{n.input[0]}', dims read from a Shape, which tract holds as TDim and cannot pad "
+                       "with an int64 value (quirk pad-of-shape)")
+
+
 def _data_sized_slices(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """tract: a Slice with a bound known only at run time, over a tensor or with a bound
     a NonZero (or Compress, Unique) sizes: its DynSlice fails 'start + len == end'
@@ -796,6 +832,8 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "empty-constant": _empty_constant_readers,
     "no-strings": _string_tensors,
     "zero-size-scan-output": _zero_size_scan_outputs,
+    "string-input": _unread_string_inputs,
+    "pad-of-shape": _pads_of_shapes,
     "loop-assumes-an-iteration": _loops_growing_from_a_row,
     "slice-end-max": _computed_slice_ends,
     "reshape-dynamic-rank": _dynamic_rank_reshapes,

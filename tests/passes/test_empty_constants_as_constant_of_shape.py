@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
+import onnx
+
+from seqlower import load_model
 from seqlower.executor import Executor
+from seqlower.model_io import to_proto
+from seqlower.passes.empty_constants_as_constant_of_shape import EmptyConstantsAsConstantOfShapePass
 from seqlower.targets import load_target
 from tests.helpers import BOOL, FLOAT, INT64, body, const, lowered_for, model, ops_of, t
 
@@ -57,3 +62,22 @@ def test_a_loop_state_starting_empty_runs_on_openvino():
     for n in (0, 3):
         got = Executor(low, backend="openvino").run({"n": np.array(n)}).outputs["h"]
         np.testing.assert_array_equal(got, np.arange(n, dtype=np.float32))
+
+
+def test_an_if_whose_branches_return_empty_constants_loads_on_openvino():
+    # Graph program 20371: a list that is empty in both branches, its shape rows read on.
+    def branch(tag: str) -> onnx.GraphProto:
+        return body([helper.make_node("Constant", [], [f"rows_{tag}"], value=helper.make_tensor(f"rows_{tag}", INT64, [0, 2], []))],
+                    [], [t(f"rows_{tag}", INT64, [0, 2])])
+
+    m = model([helper.make_node("If", ["c"], ["rows"], then_branch=branch("a"), else_branch=branch("b")),
+               helper.make_node("Concat", ["rows", "row"], ["all"], axis=0),
+               helper.make_node("ReduceProd", ["all", "one"], ["sizes"], keepdims=0)],
+              [t("c", BOOL, []), t("row", INT64, [1, 2])], [t("sizes", INT64, [None])], opset=18,
+              initializer=[const("one", np.array([1], np.int64))])
+    feeds = {"c": np.array(True), "row": np.array([[2, 3]], np.int64)}
+    with pytest.raises(Exception, match="out-of-range dimension"):
+        Executor(m, backend="openvino").run(feeds)
+    low = to_proto(EmptyConstantsAsConstantOfShapePass()(load_model(m)).model)
+    onnx.checker.check_model(low, full_check=True)
+    assert Executor(low, backend="openvino").run(feeds).outputs["sizes"].tolist() == [6]
