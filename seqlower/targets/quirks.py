@@ -520,6 +520,18 @@ def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
                        "shape [] (quirk empty-constant)")
 
 
+def _loops_in_graphs(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.GraphProto, onnx.NodeProto, onnx.GraphProto]]:
+    """Every Loop with a body, with the graph holding it, in the model with onnx's inferred
+    shapes (as it is where inference fails); nothing inferred for a model without Loop."""
+    if not any(n.op_type == "Loop" for _, g, _ in walk_graphs(model) for n in g.node):
+        return
+    for path, graph, _ in walk_graphs(_inferred(model) or model):
+        for node in graph.node:
+            body = next((a.g for a in node.attribute if a.name == "body"), None)
+            if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and body is not None:
+                yield path, graph, node, body
+
+
 def _loops_growing_from_a_row(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a Loop of a run-time trip count that appends rows to a state whose initial
     value is a Concat with a row known to be there: its CPU plugin bounds the Loop's output
@@ -527,41 +539,34 @@ def _loops_growing_from_a_row(model: onnx.ModelProto) -> Iterator[tuple[str, str
     none ("{2 - ?, 2} is incompatible with provided dimensions: {1, 2}", graph program
     20010). The zero-trip guard slices what reads the output; slicing the initial value
     too ran 20010 but broke states that shrink (20245, 20262), so such Loops are named."""
-    if not any(n.op_type == "Loop" for _, g, _ in walk_graphs(model) for n in g.node):
-        return
-    inferred = _inferred(model) or model
-    for path, g, _ in walk_graphs(inferred):
-        made = {o: n for n in g.node for o in n.output}
-        dims = {v.name: _dims(v) for v in (*g.input, *g.value_info, *g.output)}
-        dims.update({t.name: list(t.dims) for t in getattr(g, "initializer", ())})
-        consts = _constants(g)
-        for n in g.node:
-            if n.op_type != "Loop" or n.domain not in ("", "ai.onnx") or len(n.input) < 3:
+    facts: dict[int, tuple] = {}
+    for path, g, n, body in _loops_in_graphs(model):
+        if id(g) not in facts:
+            dims = {v.name: _dims(v) for v in (*g.input, *g.value_info, *g.output)}
+            dims.update({t.name: list(t.dims) for t in getattr(g, "initializer", ())})
+            facts[id(g)] = ({o: m for m in g.node for o in m.output}, dims, _constants(g))
+        made, dims, consts = facts[id(g)]
+        if len(n.input) < 3 or all(x and x in consts for x in n.input[:2]):
+            continue  # (a constant trip count and condition: it runs what it says)
+        body_made = {o: b for b in body.node for o in b.output}
+        for k, init in enumerate(n.input[2:]):
+            p = made.get(init)
+            if p is None or p.op_type != "Concat" or any(a.name == "axis" and a.i != 0 for a in p.attribute):
                 continue
-            if all(x and x in consts for x in n.input[:2]):
-                continue  # (a constant trip count and condition: it runs what it says)
-            body = next((a.g for a in n.attribute if a.name == "body"), None)
-            if body is None:
+            if not any((d := dims.get(x)) and isinstance(d[0], int) and d[0] >= 1 for x in p.input):
                 continue
-            body_made = {o: b for b in body.node for o in b.output}
-            for k, init in enumerate(n.input[2:]):
-                p = made.get(init)
-                if p is None or p.op_type != "Concat" or any(a.name == "axis" and a.i not in (0,) for a in p.attribute):
-                    continue
-                if not any((d := dims.get(x)) and isinstance(d[0], int) and d[0] >= 1 for x in p.input):
-                    continue
-                carried = body.input[2 + k].name
-                out = body_made.get(body.output[1 + k].name)
-                if out is None or out.op_type != "Concat":
-                    continue
-                of_state = lambda x: x == carried or (x in body_made and body_made[x].op_type == "Slice"  # noqa: E731
-                                                       and body_made[x].input[0] == carried)
-                if all(of_state(x) for x in out.input):
-                    continue  # (it keeps or drops rows)
-                yield (describe_node(n.op_type, n.name, list(n.output)), path,
-                       f"it appends to '{init}', which starts with a row, and OpenVINO fails such a Loop when it runs "
-                       "no iteration (quirk loop-assumes-an-iteration)")
-                break
+            carried = body.input[2 + k].name
+            out = body_made.get(body.output[1 + k].name)
+            if out is None or out.op_type != "Concat":
+                continue
+            of_state = lambda x: x == carried or (x in body_made and body_made[x].op_type == "Slice"  # noqa: E731
+                                                   and body_made[x].input[0] == carried)
+            if all(of_state(x) for x in out.input):
+                continue  # (it keeps or drops rows)
+            yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                   f"it appends to '{init}', which starts with a row, and OpenVINO fails such a Loop when it runs "
+                   "no iteration (quirk loop-assumes-an-iteration)")
+            break
 
 
 def _zero_size_scan_outputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -570,24 +575,21 @@ def _zero_size_scan_outputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
     output other dims ((2, 0, 0) for ONNX's (2, 2, 0)), and folding what reads it fails
     to compile ("Cannot infer '-1' dimension with zero-size output dimension", torch fuzz
     seed 6437)."""
-    if not any(n.op_type == "Loop" for _, g, _ in walk_graphs(model) for n in g.node):
-        return
-    inferred = _inferred(model) or model
-    for path, g, _ in walk_graphs(inferred):
-        for n in g.node:
-            if n.op_type != "Loop" or n.domain not in ("", "ai.onnx"):
-                continue
-            body = next((a.g for a in n.attribute if a.name == "body"), None)
-            if body is None:
-                continue
-            carried = len(n.input) - 2
-            for k, out in enumerate(body.output[1 + carried:]):
-                dims = _dims(out)
-                if dims is not None and 0 in dims:
-                    yield (describe_node(n.op_type, n.name, list(n.output)), path,
-                           f"its scan output {k} stacks values of shape {_show(dims)}, of size 0, which OpenVINO "
-                           "gives other dims (quirk zero-size-scan-output)")
-                    break
+    for path, _, n, body in _loops_in_graphs(model):
+        carried = len(n.input) - 2
+        for k, out in enumerate(body.output[1 + carried:]):
+            dims = _dims(out)
+            if dims is not None and 0 in dims:
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"its scan output {k} stacks values of shape {_show(dims)}, of size 0, which OpenVINO "
+                       "gives other dims (quirk zero-size-scan-output)")
+                break
+
+
+def _string_inputs(model: onnx.ModelProto) -> list[str]:
+    STRING = onnx.TensorProto.STRING
+    return [v.name for v in model.graph.input
+            if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == STRING]
 
 
 def _string_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -599,8 +601,7 @@ def _string_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
 
     STRING = onnx.TensorProto.STRING
     graphs = list(walk_graphs(model))
-    strings = {v.name for v in model.graph.input
-               if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == STRING}
+    strings = set(_string_inputs(model))
     strings |= {t.name for _, g, _ in graphs for t in getattr(g, "initializer", ()) if t.data_type == STRING}
     for path, g, _ in graphs:
         for n in g.node:
@@ -625,9 +626,7 @@ def _unread_string_inputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, st
     program 20320; OpenVINO drops such an input and runs)."""
     from seqlower.protos import outer_reads, subgraphs_of
 
-    STRING = onnx.TensorProto.STRING
-    strings = [v.name for v in model.graph.input
-               if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == STRING]
+    strings = _string_inputs(model)
     if not strings:
         return
     read = {x for _, g, _ in walk_graphs(model) for n in g.node for x in (outer_reads(n) if subgraphs_of(n) else n.input)}
