@@ -57,6 +57,21 @@ class Ops:
     def identity(self, x: ir.Value, name: str) -> ir.Value:
         return self.b.identity(x, name)
 
+    def rows(self, row: ir.Value, n1: ir.Value, name: str) -> ir.Value:
+        """``n1`` ([1] int64) copies of the 1-D ``row`` stacked: [n, len(row)].
+
+        Tile, not Expand: onnxruntime's constant folding of an Expand of a [1, k] row to
+        [0, k] leaves the Concat beside it declared with the wrong dim ("Can't merge
+        shape info ... Inferred=1 Declared=0", graph programs 46843, 47457, 47640)."""
+        k = row.shape.dims[0] if row.shape is not None and row.shape.rank() == 1 else None
+        reps = self.concat([n1, self.ints([1])], 0, f"{name}_reps")
+        return self.op("Tile", [self.unsqueeze(row, [0], f"{name}_row"), reps], name, dtype=INT64,
+                       shape=[None, k if isinstance(k, int) else None])
+
+    def repeat(self, one: ir.Value, n1: ir.Value, name: str) -> ir.Value:
+        """``n1`` ([1] int64) copies of the [1] int64 ``one``: [n] (Tile, as :meth:`rows`)."""
+        return self.op("Tile", [one, n1], name, dtype=INT64, shape=[None])
+
     def empty(self, dtype: ir.DataType) -> ir.Value:
         return self.b.zeros(dtype, (0,), "empty")
 

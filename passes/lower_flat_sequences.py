@@ -182,7 +182,7 @@ class _Lowerer(Converter):
         if init.ranks is not None:
             assert t.shape is not None
             trips = o.slice(o.shape(rows, f"{name}_rows_dims"), o.ints([0]), o.ints([1]), [0], f"{name}_trips")
-            ranks = o.concat([init.ranks, o.op("Expand", [o.ints([t.shape.rank()]), trips], f"{name}_appended_ranks")], 0, f"{name}_rank_list")
+            ranks = o.concat([init.ranks, o.repeat(o.ints([t.shape.rank()]), trips, f"{name}_appended_ranks")], 0, f"{name}_rank_list")
         self.make(out, values, shapes, ranks, o, init.dtype)
 
     def layout(self, v: ir.Value) -> tuple[int, bool]:
@@ -513,23 +513,19 @@ def _split_to_sequence(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -> str
     pre = o.slice(xs, o.ints([0]), o.ints([a]), [0], f"{base}_pre")
     post = o.slice(xs, o.ints([a + 1]), o.ints([r]), [0], f"{base}_post")
 
-    def repeat(row: ir.Value, cols: int, name: str) -> ir.Value:
-        target = o.concat([n1, o.ints([cols])], 0, f"{name}_target")
-        return o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), target], name)
-
-    parts = [repeat(pre, a, f"{base}_pre_rows")] if a else []
+    parts = [o.rows(pre, n1, f"{base}_pre_rows")] if a else []
     if not squeeze:
         parts.append(o.unsqueeze(sizes, [1], f"{base}_size_col"))
     if r - a - 1:
-        parts.append(repeat(post, r - a - 1, f"{base}_post_rows"))
+        parts.append(o.rows(post, n1, f"{base}_post_rows"))
     er = r - 1 if squeeze else r
     if width is not None and width > er:
-        parts.append(repeat(o.ints([1] * (width - er)), width - er, f"{base}_pad_rows"))
+        parts.append(o.rows(o.ints([1] * (width - er)), n1, f"{base}_pad_rows"))
     if parts:
         shapes = o.concat(parts, 1, f"{base}_rows")
     else:  # scalars out of a 1-D input
-        shapes = o.op("Expand", [o.b.constant(np.zeros((1, 0), np.int64), "row0"), o.concat([n1, o.ints([0])], 0, f"{base}_target")], f"{base}_rows")
-    ranks = o.op("Expand", [o.ints([er]), n1], f"{base}_rank_list") if ranked else None
+        shapes = o.rows(o.b.zeros(INT64, (0,), "row0"), n1, f"{base}_rows")
+    ranks = o.repeat(o.ints([er]), n1, f"{base}_rank_list") if ranked else None
     flat_x = _flat_tensor(x, o, base)
     leading_ones = all(dd == 1 for dd in x.shape.dims[:a])
     if a == 0 or leading_ones:
@@ -563,17 +559,13 @@ def _split_of_unknown_rank(lw: _Lowerer, node: ir.Node, o: Ops, squeeze: bool) -
     pre = o.slice(xs, o.ints([0]), a1, [0], f"{base}_pre")
     post = o.slice(xs, after1, r1, [0], f"{base}_post")
 
-    def repeat(row: ir.Value, name: str) -> ir.Value:
-        target = o.concat([n1, o.shape(row, f"{name}_width")], 0, f"{name}_target")
-        return o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), target], name)
-
-    parts = [repeat(pre, f"{base}_pre_rows")]
+    parts = [o.rows(pre, n1, f"{base}_pre_rows")]
     if not squeeze:
         parts.append(o.unsqueeze(sizes, [1], f"{base}_size_col"))
-    parts.append(repeat(post, f"{base}_post_rows"))
+    parts.append(o.rows(post, n1, f"{base}_post_rows"))
     shapes = o.concat(parts, 1, f"{base}_rows")
     er = o.op("Sub", [r1, o.ints([1])], f"{base}_elem_rank") if squeeze else r1
-    ranks = o.op("Expand", [er, n1], f"{base}_rank_list")
+    ranks = o.repeat(er, n1, f"{base}_rank_list")
     flat_x = _flat_tensor(x, o, base)
     if axis == 0:
         values = flat_x
@@ -843,7 +835,7 @@ class _MapOutput:
     def ranks_of(self, rank: int) -> ir.Value | None:
         if not self.ranked:
             return None
-        return self.o.op("Expand", [self.o.ints([rank]), self.lw.derive(self.first, "count1")], f"{self.name}_rank_list")
+        return self.o.repeat(self.o.ints([rank]), self.lw.derive(self.first, "count1"), f"{self.name}_rank_list")
 
     def scanned(self, flat_y: ir.Value, dims: list[int], w: int) -> Collected:
         lw, o, name = self.lw, self.o, self.name
@@ -853,8 +845,7 @@ class _MapOutput:
         def finish(carried: list[ir.Value], scans: list[ir.Value]) -> None:
             scan = self.named(scans[0], "scan", self.dtype)
             row = o.ints(dims + [1] * (w - len(dims)))
-            target = o.concat([lw.derive(self.first, "count1"), o.ints([w])], 0, f"{name}_target")
-            shapes = o.op("Expand", [o.unsqueeze(row, [0], f"{name}_row"), target], f"{name}_rows")
+            shapes = o.rows(row, lw.derive(self.first, "count1"), f"{name}_rows")
             lw.make(self.out, o.reshape(scan, o.ints([-1]), f"{name}_flat"), shapes, self.ranks_of(len(dims)), o, self.dtype)
 
         self.c.finish, self.c.how = finish, "scan output"

@@ -279,12 +279,12 @@ class _Lowerer(Converter):
         rest = o.slice(dims, o.ints([1]), o.ints([MAX_INT64]), [0], f"{base}_rest")
         n1 = o.slice(o.shape(ps.data if ps.lengths is None else ps.lengths, f"{base}_n_dims"), o.ints([0]), o.ints([1]), [0], f"{base}_n1")
         if ps.lengths is None:
-            rows = o.op("Expand", [o.unsqueeze(rest, [0], f"{base}_row"), o.concat([n1, o.ints([r])], 0, f"{base}_target")], f"{base}_rows")
+            rows = o.rows(rest, n1, f"{base}_rows")
         else:
             assert ps.axis == 0
             parts = [o.unsqueeze(ps.lengths, [1], f"{base}_length_col")]
             if r > 1:
-                parts.append(o.op("Expand", [o.unsqueeze(rest, [0], f"{base}_row"), o.concat([n1, o.ints([r - 1])], 0, f"{base}_target")], f"{base}_rest_rows"))
+                parts.append(o.rows(rest, n1, f"{base}_rest_rows"))
             rows = o.concat(parts, 1, f"{base}_rows")
         ports = []
         for key, t, shape in (("values", o.reshape(ps.data, o.ints([-1]), f"{base}_flat"), [None]), ("shapes", rows, [None, r])):

@@ -455,3 +455,22 @@ def test_rows_of_a_scan_output_count_by_its_trips_when_it_runs_every_trip(opset,
     # output's shape (OpenVINO bounds that by 1 below: seed 10241); else by the shape.
     shapes_read = [n.input[0] for n in low.graph.node if n.op_type == "Shape"]
     assert ("rows" in shapes_read) == stops_early
+
+
+@pytest.mark.parametrize("target", ["generic", "tensorrt"])
+def test_shape_rows_of_a_list_erased_to_nothing_survive_onnxruntimes_constant_folding(target):
+    # Graph program 46843: two rows erased from a two-row list leave an output list
+    # whose count onnxruntime's optimizer knows is 0. Its shape rows repeated by an Expand
+    # folded to a [0, 1] constant that onnxruntime then declared [1, 1] ("Can't merge
+    # shape info ... Inferred=1 Declared=0"); a Tile folds right.
+    nodes = [
+        helper.make_node("Slice", ["x", "zero", "one", "zero"], ["first"]),
+        helper.make_node("SequenceConstruct", ["first", "x"], ["s"]),
+        helper.make_node("SequenceErase", ["s"], ["s1"]),
+        helper.make_node("SequenceErase", ["s1"], ["s2"]),
+    ]
+    m = model(nodes, [t("x", BOOL, ["N", "M"])], [seq("s2", BOOL, [None, "M"])], opset=18,
+              initializer=[const("zero", [0], np.int64), const("one", [1], np.int64)], ir_version=IR_FOR_OPSET[18])
+    low, _ = lower_checked(m, inputs=[{"x": np.array([[True, False], [False, True], [True, True], [False, False]])}],
+                           target=target)
+    assert "Expand" not in {n.op_type for n in low.graph.node}
