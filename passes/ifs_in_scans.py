@@ -13,7 +13,10 @@ values (its closure inputs), so an If moved into a Scan's body is that graph's o
 
 The body reads its scan input (``And``): tract drops a scan input the body does not
 read and then fails the Scan (quirk "empty-scan"). An If whose outputs are not typed
-tensors stays (``check --target`` names it).
+tensors of a known rank stays (``check --target`` names it): onnxruntime's Scan sizes
+its stacked outputs from the body's declared output shapes and fails one without
+("Subgraph must have the shape set for all outputs", graph program 47704's If over a
+string input of unknown rank).
 """
 
 from __future__ import annotations
@@ -44,8 +47,7 @@ class IfsInScansPass(ir.passes.InPlacePass):
                 self._graph(sub, names, records)
             if node.op_type == "If" and is_default_domain(node) and node.inputs and node.inputs[0] is not None:
                 ifs.append(node)
-        # One If stays in the graph: one that cannot move (its outputs are not typed
-        # tensors), else the first.
+        # One If stays in the graph: one that cannot move, else the first.
         movable = [n for n in ifs if _movable(n)]
         for node in movable[1:] if len(movable) == len(ifs) else movable:
             records.append(rewrite_record(node, scope, "Scan", "an If past its graph's first, alone in a Scan of one iteration"))
@@ -53,7 +55,7 @@ class IfsInScansPass(ir.passes.InPlacePass):
 
 
 def _movable(node: ir.Node) -> bool:
-    return all(isinstance(v.type, ir.TensorType) for v in node.outputs)
+    return all(isinstance(v.type, ir.TensorType) and v.shape is not None for v in node.outputs)
 
 
 def _wrap(node: ir.Node, scope: Scope, names: NameAuthority) -> None:

@@ -78,3 +78,25 @@ def test_lowered_for_tract_each_graph_has_one_if_and_tract_gives_onnx_numbers(op
 def test_other_targets_keep_their_ifs():
     m = _ifs()
     assert _ifs_per_graph(lowered_for(m, "generic")) == _ifs_per_graph(m)
+
+
+def test_an_if_of_unknown_rank_stays_where_onnxruntime_runs_it_and_check_names_it():
+    # Graph program 47704: onnxruntime's Scan takes each stacked output's rank from the
+    # body's declared output ("Subgraph must have the shape set for all outputs"). A
+    # Reshape to a run-time shape has no rank onnx can infer.
+    def branch(name: str, op: str) -> onnx.GraphProto:
+        node = helper.make_node(op, ["x", "dims"] if op == "Reshape" else ["x"], [f"{name}_o"])
+        return helper.make_graph([node], name, [], [helper.make_tensor_value_info(f"{name}_o", onnx.TensorProto.FLOAT, None)])
+
+    nodes = [helper.make_node("If", ["c1"], ["a"], then_branch=branch("t1", "Reshape"), else_branch=branch("e1", "Identity"), name="first"),
+             helper.make_node("If", ["c2"], ["b"], then_branch=branch("t2", "Reshape"), else_branch=branch("e2", "Identity"), name="second"),
+             helper.make_node("Shape", ["a"], ["a_dims"]), helper.make_node("Shape", ["b"], ["b_dims"])]
+    m = model(nodes, [t("x", FLOAT, ["n"]), t("dims", onnx.TensorProto.INT64, ["r"]), t("c1", onnx.TensorProto.BOOL, []),
+                      t("c2", onnx.TensorProto.BOOL, [])],
+              [t("a_dims", onnx.TensorProto.INT64, ["ra"]), t("b_dims", onnx.TensorProto.INT64, ["rb"])])
+    low = lowered_for(m, "tract")
+    assert _ifs_per_graph(low)[0] == 2
+    feeds = {"x": np.ones(6, np.float32), "dims": np.array([2, 3]), "c1": np.array(True), "c2": np.array(False)}
+    got = Executor(low, backend="onnxruntime").run(feeds).outputs
+    assert got["a_dims"].tolist() == [2, 3] and got["b_dims"].tolist() == [6]
+    assert [g.where for g in target_gaps(low, load_target("tract")) if "one-if-per-graph" in g.why] == ["If node 'second'"]
