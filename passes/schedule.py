@@ -24,6 +24,7 @@ from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
 from seqlower.passes.ifs_in_scans import IfsInScansPass
 from seqlower.passes.slices_as_compress import SlicesAsCompressPass
 from seqlower.passes.squeezes_as_reshapes import SqueezesAsReshapesPass
+from seqlower.passes.shapes_as_tensors import ShapesAsTensorsPass
 from seqlower.passes.transposes_as_reshapes import TransposesAsReshapesPass
 from seqlower.passes.narrow_int64_sentinels import NarrowInt64SentinelsPass
 from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
@@ -167,6 +168,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "int64-narrowed" in dict(target.quirks):
         # (whole-model: any constant may be a bound; after the rewrites, which write some)
         final.append(NarrowInt64SentinelsPass())
+    if "shape-expr" in dict(target.quirks):
+        # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
+        final.append(ShapesAsTensorsPass())
     final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))

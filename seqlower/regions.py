@@ -48,10 +48,10 @@ _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
 # Target quirks whose rewrites run over every node, not only sequence ones.
 _WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output", "int64-narrowed", "squeeze-empty",
-                                 "slice-run-time-end", "transpose-empty"})
+                                 "slice-run-time-end", "transpose-empty", "shape-expr"})
 # Of those, the ones with work only where the model has one of these ops.
 _WHOLE_MODEL_OPS = {"squeeze-empty": frozenset({"Squeeze", "Unsqueeze"}), "slice-run-time-end": frozenset({"Slice"}),
-                    "transpose-empty": frozenset({"Transpose"})}
+                    "transpose-empty": frozenset({"Transpose"}), "shape-expr": frozenset({"Shape"})}
 # Element types of weights, never of positions, sizes, shapes or masks.
 _NUMBERS = frozenset(getattr(onnx.TensorProto, t) for t in (
     "FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",

@@ -247,11 +247,19 @@ def _names_read(graph: onnx.GraphProto) -> set[str]:
 
 
 # TVM Relax: what its frontend does with a value read off Shape (a ShapeExpr, or a
-# PrimValue once Gathered), measured on the 43 exported fixtures lowered for it: these
-# keep it a shape, Range takes it as a bound, and anything else fails to convert.
+# PrimValue once Gathered), measured on the 43 exported fixtures lowered for it and read
+# in its onnx_frontend.py: these keep it a shape (a prim: Unsqueeze, Identity), Range
+# takes it as a bound, and anything else fails to convert.
 _SHAPE_KEEPING = {"Gather": (0,), "Slice": (0,), "Squeeze": (0,), "Unsqueeze": (0,), "Cast": (0,), "Identity": (0,)}
+# The ops its frontend lets take a shape expression at all (``shape_compatible_ops``):
+# any other fails on one ("cannot handle ShapeExpr inputs").
+TVM_SHAPE_TAKING_OPS = frozenset({"Reshape", "Resize", "ConstantOfShape", "Gather", "Slice", "Shape", "Expand", "Concat",
+                                  "Equal", "Where", "Cast", "CastLike", "Squeeze"})
+# Ops its frontend computes when every input is a constant.
+_FOLDED = frozenset({"Concat", "Unsqueeze", "Squeeze", "Reshape", "Add", "Sub", "Mul", "Cast", "Gather", "Slice"})
 # The input that is a shape, which the frontend wants as a shape expression or a constant.
-_SHAPE_SLOT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
+# (Tile takes an int64 tensor of a known length too.)
+_SHAPE_SLOT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
 
 
 def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -280,6 +288,10 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
         if node.domain not in ("", "ai.onnx"):
             continue
         if node.op_type in ("Shape", "Size"):
+            if ins and ins[0] in shape and not shape[ins[0]][1] and node.op_type == "Shape":
+                yield where, "main", (f"it reads the shape of '{ins[0]}', itself read off Shape: TVM's frontend fails it "
+                                      "('shape_of expects a tensor input') (quirk shape-expr)")
+                continue
             if ins and ins[0] not in ranked and node.op_type == "Shape":
                 readers = [first_reader[o] for o in node.output if o in first_reader]
                 if readers:
@@ -289,6 +301,9 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
                            "('requires a statically known input rank') (quirk shape-expr)")
                 continue
             shape.update({o: (bool(ins and ins[0] in known), node.op_type == "Size") for o in node.output})
+            continue
+        if node.op_type in _FOLDED and ins and all(x in constant for x in ins if x):
+            constant.update(node.output)  # (its frontend computes these on constants)
             continue
         slot = _SHAPE_SLOT.get(node.op_type)
         if slot is not None and slot < len(ins) and ins[slot]:
@@ -310,9 +325,33 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
         prims = all(shape[ins[k]][1] for k in fed)
         tensors = [x for k, x in enumerate(ins) if x and k not in fed and x not in constant]
         if node.op_type == "Cast":
-            if not prims:
+            if not prims and static:
+                constant.update(node.output)  # (a shape of known dims is a constant there)
+            continue  # a prim cast, and a shape of run-time dims cast, are tensors
+        whole = [k for k in fed if not shape[ins[k]][1]]
+        if whole and node.op_type not in TVM_SHAPE_TAKING_OPS:
+            yield where, "main", (f"it takes '{ins[whole[0]]}', a shape read off Shape, which TVM's frontend takes "
+                                  f"for no {node.op_type}: 'cannot handle ShapeExpr inputs' (quirk shape-expr)")
+            continue
+        if node.op_type == "Slice" and 0 in whole and any(x and x not in constant for x in ins[1:]):
+            yield where, "main", (f"it slices '{ins[0]}', a shape read off Shape, at bounds computed at run time: TVM's "
+                                  "frontend fails it ('Slice with dynamic parameters does not support ShapeExpr "
+                                  "input') (quirk shape-expr)")
+            continue
+        if node.op_type == "Reshape" and 0 in fed and shape[ins[0]][1]:
+            yield where, "main", (f"it reshapes '{ins[0]}', a dim read off Shape, which TVM's frontend holds as a "
+                                  "prim: 'Reshape requires the input data to be Tensor' (quirk shape-expr)")
+            continue
+        if node.op_type == "Reshape" and fed == [0] and 0 in whole:
+            flat = ins[1] in values and onnx.numpy_helper.to_array(values[ins[1]]).reshape(-1).tolist() == [-1]
+            if flat:
                 shape.update({o: (static, False) for o in node.output})
-            continue  # a prim cast is a tensor
+            continue  # (reshaped to anything else, a shape is an int64 tensor there)
+        if node.op_type == "Slice" and 0 in whole and static:
+            constant.update(node.output)  # (a slice of known dims is a constant there)
+            continue
+        if node.op_type == "Gather" and 0 in whole and not (len(ins) > 1 and ins[1] in values and not values[ins[1]].dims):
+            continue  # (gathered at a tensor of indices: a tensor)
         if node.op_type in ("Max", "Min", "Sum", "Mean", "Where"):
             yield where, "main", (f"it takes '{ins[fed[0]]}', a value read off Shape, which TVM's frontend converts "
                                   f"for no {node.op_type}: 'PrimType object has no attribute shape' (quirk shape-expr)")
@@ -357,6 +396,43 @@ def _known_shapes(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
             if all(isinstance(d, int) for d in dims):
                 known.add(v.name)
     return known, ranked
+
+
+# What TVM's frontend computes on shapes and dims read off Shape as expressions.
+_SHAPE_ARITHMETIC = frozenset({"Gather", "Slice", "Squeeze", "Unsqueeze", "Concat", "Identity", "Add", "Sub", "Mul", "Div"})
+
+
+def _tvm_concats_of_opaque_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """TVM Relax: a Concat of a tensor whose dims its frontend holds as no expression (an
+    If's output whose branches differ, a Slice at bounds read from tensor values, what
+    is computed from those) converts, and then its VM codegen fails ('CodeGenVM cannot
+    emit this Relax operator directly ... R.concat', graph program 20225 and the
+    TorchScript split by run-time sizes). Dims of a value onnx's inference knows once
+    every input dim is a number are expressions there."""
+    graph = model.graph
+    known, _ = _known_shapes(model)
+    constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    shaped: set[str] = set()  # read off Shape, through anything
+    opaque: set[str] = set()
+    for node in graph.node:
+        ins = [x for x in node.input if x]
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Shape" or (node.op_type in _SHAPE_ARITHMETIC and any(x in shaped for x in ins)
+                                       and all(x in shaped or x in constant for x in ins)):
+            shaped.update(node.output)  # (a Cast of one is a tensor there)
+            continue
+        if node.op_type == "Concat" and any(x in opaque for x in ins):
+            x = next(x for x in ins if x in opaque)
+            yield (describe_node(node.op_type, node.name, list(node.output)), "main",
+                   f"it concatenates '{x}', whose dims TVM holds as no expression (an If's or a Slice's at bounds read "
+                   "from tensor values): its VM codegen fails, 'CodeGenVM cannot emit this Relax operator directly' "
+                   "(quirk concat-opaque-shape)")
+            continue
+        dynamic = node.op_type in ("If", "Loop", "Scan") or (
+            node.op_type == "Slice" and any(x not in constant and x not in shaped for x in ins[1:]))
+        if dynamic or any(x in opaque for x in ins):
+            opaque.update(o for o in node.output if o not in known)
 
 
 def _tvm_dynamic_splits(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -824,6 +900,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "data-dependent-shape": _data_dependent_shapes,
     "shape-expr": _tvm_shape_expressions,
     "dynamic-split": _tvm_dynamic_splits,
+    "concat-opaque-shape": _tvm_concats_of_opaque_shapes,
     "reduce-negative-axis-empty": _negative_axes_of_unknown_rank,
     "reduce-axes-attribute-ignored": _integer_log_reductions,
     "no-reduce-18": _reductions_from_18,
