@@ -69,8 +69,10 @@ class Ops:
                        shape=[None, k if isinstance(k, int) else None])
 
     def repeat(self, one: ir.Value, n1: ir.Value, name: str) -> ir.Value:
-        """``n1`` ([1] int64) copies of the [1] int64 ``one``: [n] (Tile, as :meth:`rows`)."""
-        return self.op("Tile", [one, n1], name, dtype=INT64, shape=[None])
+        """``n1`` ([1] int64) copies of the [1] ``one``: [n]. Tile, as :meth:`rows`; and
+        TVM's frontend refuses an Expand of a [1] to a zero dim ('Invalid target
+        dimension 0', graph program 20413's chunks of 1 of an empty dim)."""
+        return self.op("Tile", [one, n1], name, dtype=one.dtype, shape=[None])
 
     def empty(self, dtype: ir.DataType) -> ir.Value:
         return self.b.zeros(dtype, (0,), "empty")
@@ -94,7 +96,7 @@ class Ops:
         safe = self.op("Where", [zero, self.scalar(1), shape], f"{name}_safe", dtype=INT64, shape=dims)
         need = self.b.reduce("ReduceProd", safe, None, f"{name}_need", keepdims=True)
         have = self.shape(flat, f"{name}_have")
-        pad = self.op("Expand", [self.b.zeros(dtype, (1,), "fill"), self.op("Sub", [need, have], f"{name}_missing")], f"{name}_pad")
+        pad = self.repeat(self.b.zeros(dtype, (1,), "fill"), self.op("Sub", [need, have], f"{name}_missing"), f"{name}_pad")
         padded = self.concat([flat, pad], 0, f"{name}_padded")
         if rank is None:
             # The rank may be 0, and onnxruntime cannot slice a scalar: a leading axis of
@@ -186,7 +188,7 @@ class Ops:
         """SplitToSequence's chunk sizes as an int64 [n] tensor, for a split dim ``d``
         (scalar; ``d1`` as [1]) known only at run time, and how they were made."""
         if split is None:
-            return self.op("Expand", [self.ints([1]), d1], f"{base}_sizes"), "chunks of 1"
+            return self.repeat(self.ints([1]), d1, f"{base}_sizes"), "chunks of 1"
         if split_rank(split) == 0:
             k = split if split.dtype == INT64 else self.op("Cast", [split], f"{base}_k64", dtype=INT64, to=INT64)
             k1 = self.op("Sub", [k, self.scalar(1)], f"{base}_km1")

@@ -591,7 +591,7 @@ def _inverse_index(o: Ops, p: ir.Value, q: ir.Value, sizes: ir.Value, base: str)
     offsets = o.op("CumSum", [elem_sizes, o.scalar(0)], f"{base}_offsets", exclusive=1)
     index = o.concat_index(p, q, sizes, offsets, f"{base}_perm")
     total = o.shape(index, f"{base}_total")
-    zeros = o.op("Expand", [o.ints([0]), total], f"{base}_zeros")
+    zeros = o.repeat(o.ints([0]), total, f"{base}_zeros")
     iota = o.op("Range", [o.scalar(0), o.reshape(total, o.ints([]), f"{base}_total_s"), o.scalar(1)], f"{base}_iota", dtype=INT64)
     return o.op("ScatterElements", [zeros, index, iota], f"{base}_inverse", axis=0)
 
@@ -666,7 +666,7 @@ def _concat_of_unknown_rank(lw: _Lowerer, node: ir.Node, o: Ops, scope: Scope) -
     a1 = o.ints([axis]) if axis >= 0 else o.op("Add", [out_r1, o.ints([axis])], f"{base}_axis")
     count1 = lw.derive(fs, "count1")
     if new_axis:
-        along = o.op("Expand", [o.ints([1]), count1], f"{base}_ones")
+        along = o.repeat(o.ints([1]), count1, f"{base}_ones")
         pre = o.slice(first, o.ints([0]), a1, [0], f"{base}_pre")
         post = o.slice(first, a1, r1, [0], f"{base}_post")
         middle = count1

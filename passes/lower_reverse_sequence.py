@@ -67,7 +67,7 @@ def _reverse(node: ir.Node, o: Ops, name: str) -> ir.Value:
     # Broadcast over the remaining axes: [d0, d1] -> [d0, d1, 1, ...] -> the input's shape.
     lead = o.slice(dims, o.ints([0]), o.ints([2]), [0], f"{name}_lead")
     rest = o.slice(dims, o.ints([2]), o.ints([2**62]), [0], f"{name}_rest")
-    ones = o.op("Expand", [o.ints([1]), o.shape(rest, f"{name}_rest_rank")], f"{name}_ones")
+    ones = o.repeat(o.ints([1]), o.shape(rest, f"{name}_rest_rank"), f"{name}_ones")
     grid = o.op("Reshape", [index, o.concat([lead, ones], 0, f"{name}_grid_shape")], f"{name}_grid")
     full = o.op("Expand", [grid, dims], f"{name}_gather_index")
     return o.op("GatherElements", [x, full], f"{name}_out", axis=time_axis)

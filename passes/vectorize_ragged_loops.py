@@ -289,7 +289,7 @@ class _Env:
                 one = o.op("Gather", [dims, o.ints([j])], f"{name}_dim", dtype=INT64, shape=[1], axis=0)
             else:
                 one = o.ints([1])
-            cols.append(o.unsqueeze(o.op("Expand", [one, m], f"{name}_col", dtype=INT64, shape=[None]), [1], f"{name}_column"))
+            cols.append(o.unsqueeze(o.repeat(one, m, f"{name}_col"), [1], f"{name}_column"))
         return Dense(o.concat(cols, 1, name), 1)
 
     # -- ragged -------------------------------------------------------------------------

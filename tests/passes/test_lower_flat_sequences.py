@@ -539,3 +539,24 @@ def test_an_elementwise_map_over_a_flat_list_runs_once_on_its_values(operand, ba
     feeds = [{"s": elems}, {"s": elems[:1]}, {"s": []}] if batched else [{"s": elems[:2]}, {"s": []}]
     low, _ = lower_checked(m, inputs=feeds)
     assert ("Loop" in ops_of(low)) != batched
+
+
+@pytest.mark.parametrize("target", ["generic", "tvm", "openvino"])
+def test_run_time_counts_repeat_by_tile_not_by_an_expand_of_one_element(target):
+    # Graph program 20413: the chunks of 1 of a dim that is 0 at run time were an Expand
+    # of [1] to [0], which TVM's frontend refuses ('Invalid target dimension 0').
+    then = body([helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0)], [], [seq("rows", BOOL, None)])
+    other = body([helper.make_node("SequenceConstruct", ["x", "x"], ["pair"])], [], [seq("pair", BOOL, [None])])
+    nodes = [helper.make_node("If", ["c"], ["s"], then_branch=then, else_branch=other),
+             helper.make_node("SequenceLength", ["s"], ["n"])]
+    m = model(nodes, [t("x", BOOL, ["N", "M"]), t("c", BOOL, [])], [t("n", INT64, [])], opset=17)
+    feeds = [{"x": np.ones((k, 2), bool), "c": np.array(c)} for k in (0, 1, 3) for c in (True, False)]
+    low, _ = lower_checked(m, inputs=feeds, target=target)
+    ones = {i.name for i in low.graph.initializer if list(i.dims) == [1]}
+    graphs, expands = [low.graph], []
+    while graphs:
+        g = graphs.pop()
+        ones |= {o for nd in g.node if nd.op_type == "Constant" for a in nd.attribute if a.t.dims == [1] for o in nd.output}
+        expands += [nd for nd in g.node if nd.op_type == "Expand"]
+        graphs += [a.g for nd in g.node for a in nd.attribute if a.HasField("g")]
+    assert not [nd.name for nd in expands if nd.input[0] in ones]
