@@ -30,7 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis import const_array, is_default_domain
-from seqlower.builder import NameAuthority
+from seqlower.builder import Builder, NameAuthority
 from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.targets.quirks import TVM_SHAPE_TAKING_OPS
 
@@ -47,12 +47,15 @@ class ShapesAsTensorsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         shapes: set[ir.Value] = set()  # values that may be shape expressions to TVM
         prims: set[ir.Value] = set()  # scalars that may be prim values to TVM
-        made: dict[tuple[int, ir.Value], ir.Value] = {}  # one conversion per value and graph
+        made: dict[ir.Value, ir.Value] = {}  # one conversion per value
 
-        def tensor_of(v: ir.Value, scope: Scope, node: ir.Node, names: NameAuthority) -> ir.Value:
-            key = (id(scope.graph), v)
-            if key not in made:
-                b = scope.builder(node, names)
+        def tensor_of(v: ir.Value, scope: Scope, names: NameAuthority) -> ir.Value:
+            """``v`` as a tensor, made once, right after what makes ``v`` (a subgraph's
+            reads of an outer shape share it)."""
+            if v not in made:
+                producer = v.producer()
+                assert producer is not None and producer.graph is not None  # (shapes come from nodes)
+                b = Builder(producer.graph, None, scope.opset, names, main_graph=producer.graph is model.graph, after=producer)
                 base = v.name or "shape"
                 x = v
                 if v in prims:
@@ -61,18 +64,20 @@ class ShapesAsTensorsPass(ir.passes.InPlacePass):
                 if v in prims:
                     t = b.op("Reshape", [t, b.constant(np.zeros(0, np.int64), "scalar_shape")], f"{base}_scalar",
                              v.dtype, v.shape)
-                made[key] = t
-            return made[key]
+                made[v] = t
+            return made[v]
 
         def rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
-            if not is_default_domain(node) or node.op_type == "If":
-                return None  # (an If's condition is a bool the frontend reads as it is)
+            if not is_default_domain(node):
+                return None
+            if node.op_type == "If":
+                return None  # (its condition is a bool the frontend reads as it is)
             ins = node.inputs
             if node.op_type == "Shape":
                 shapes.update(node.outputs)
                 if ins and ins[0] in shapes and ins[0].dtype is not None:
                     # The shape of a shape: 'shape_of expects a tensor input' (program 20391).
-                    node.replace_input_with(0, tensor_of(ins[0], scope, node, names))
+                    node.replace_input_with(0, tensor_of(ins[0], scope, names))
                     return "tensor ops", "the shape of a value read off Shape taken of a tensor (TVM)"
                 return None
             fed = [k for k, v in enumerate(ins) if v is not None and v.dtype is not None and (v in shapes or v in prims)]
@@ -89,7 +94,7 @@ class ShapesAsTensorsPass(ir.passes.InPlacePass):
                 assert v is not None
                 if v in prims and (v.shape is None or v.shape.rank() != 0):
                     continue  # (a prim that ONNX has as [1] has no scalar form to write)
-                node.replace_input_with(k, tensor_of(v, scope, node, names))
+                node.replace_input_with(k, tensor_of(v, scope, names))
             return "tensor ops", "a value read off Shape made a tensor before an op TVM's frontend takes none for"
 
         return rewrite_each_node(model, rewrite)
@@ -148,3 +153,4 @@ def _axis_zero(node: ir.Node) -> bool:
     attr = node.attributes.get("axes")
     axes = attr.as_ints() if attr is not None else const_array(node.inputs[1]) if len(node.inputs) > 1 else None
     return axes is not None and [int(a) for a in np.asarray(axes).reshape(-1)] == [0]
+

@@ -11,7 +11,7 @@ from onnx import helper
 from seqlower.cli import main
 from seqlower.executor import Executor
 from seqlower.targets import load_target, target_gaps
-from tests.helpers import BOOL, FLOAT, body, model, t
+from tests.helpers import BOOL, FLOAT, INT64, body, model, t
 
 
 def _if_model(then_rows: int) -> onnx.ModelProto:
@@ -152,7 +152,7 @@ def _tvm_shape_model(extra: list, source: str = "x") -> onnx.ModelProto:
     """``Reshape(x, [n, -1])`` with n read off the shape of ``source`` (x, or the
     positions NonZero finds in it: dims no input shape fixes), plus ``extra`` nodes
     making ``r``."""
-    from tests.helpers import INT64, const
+    from tests.helpers import const
 
     return model([helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Shape", [source], ["dims"]),
                   helper.make_node("Gather", ["dims", "zero"], ["n"], axis=0),
@@ -504,3 +504,19 @@ def test_tract_fails_a_pad_of_dims_read_from_a_shape_and_check_names_it():
     assert [g.where for g in gaps] == ["Pad node 'widen'"] and gaps[0].why.endswith("(quirk pad-of-shape)")
     assert Executor(padded(False), backend="tract").run(feeds).outputs["wide"].tolist() == [[2, 3, 1]]
     assert not target_gaps(padded(False), load_target("tract"))
+
+
+def test_tvm_check_names_the_shape_of_an_if_output_and_nothing_else_of_the_if():
+    # Graph programs 20140, 20391, 20413 (the lowered lengths of a list an If chooses);
+    # checked on TVM 0.27 with small models: 'shape_of expects a tensor input',
+    # "'AnyType' object has no attribute 'shape'".
+    then = body([helper.make_node("Identity", ["x"], ["a"])], [], [t("a", FLOAT, [None])])
+    other = body([helper.make_node("Concat", ["x", "x"], ["b"], axis=0)], [], [t("b", FLOAT, [None])])
+    nodes = [helper.make_node("If", ["c"], ["r"], then_branch=then, else_branch=other, name="choose"),
+             helper.make_node("Shape", ["r"], ["dims"], name="dims_of_r"), helper.make_node("Relu", ["r"], ["y"])]
+    m = model(nodes, [t("x", FLOAT, ["n"]), t("c", BOOL, [])], [t("dims", INT64, [1]), t("y", FLOAT, [None])])
+    gaps = [g for g in target_gaps(m, load_target("tvm")) if "if-output-shape" in g.why]
+    assert [g.where for g in gaps] == ["Shape node 'dims_of_r'"]
+    m.graph.node.remove(m.graph.node[1])
+    m.graph.output.remove(m.graph.output[0])
+    assert not [g for g in target_gaps(m, load_target("tvm")) if "if-output-shape" in g.why]

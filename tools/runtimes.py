@@ -125,7 +125,9 @@ def run_tvm(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, n
     vm = relax.VirtualMachine(exe, tvm.cpu())
     out = vm["main"](*[tvm.runtime.tensor(np.asarray(feeds[n], order="C")) for n in names])
     outs = list(out) if isinstance(out, (tuple, list)) or type(out).__name__ == "Array" else [out]
-    return {o.name: np.asarray(v.numpy()) for o, v in zip(proto.graph.output, outs)}
+    # (a model output TVM folds to a dim comes back as a Python int, a shape as a tuple)
+    return {o.name: np.asarray(v.numpy() if hasattr(v, "numpy") else list(v) if type(v).__name__ == "ShapeTuple" else v)
+            for o, v in zip(proto.graph.output, outs)}
 
 
 IN_PROCESS = {"onnx2torch": run_onnx2torch, "tinygrad": run_tinygrad, "tvm": run_tvm}

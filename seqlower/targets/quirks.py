@@ -435,6 +435,22 @@ def _tvm_concats_of_opaque_shapes(model: onnx.ModelProto) -> Iterator[tuple[str,
             opaque.update(o for o in node.output if o not in known)
 
 
+def _tvm_shapes_of_if_outputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """TVM Relax: the Shape of an If's output. Its frontend types the If by what it can
+    unify of the branches and then fails what reads the Shape ('shape_of expects a tensor
+    input', ''int' object has no attribute 'numpy'', ''AnyType' object has no attribute
+    'shape''), even where both branches give int64 tensors of one length (graph programs
+    20140, 20391, 20413; checked on small models)."""
+    for path, graph, _ in walk_graphs(model):
+        made = {o: n for n in graph.node for o in n.output}
+        for node in graph.node:
+            if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx") and node.input \
+                    and (p := made.get(node.input[0])) is not None and p.op_type == "If":
+                yield (describe_node(node.op_type, node.name, list(node.output)), path,
+                       f"it reads the shape of '{node.input[0]}', an If's output, which TVM's frontend fails "
+                       "('shape_of expects a tensor input') (quirk if-output-shape)")
+
+
 def _tvm_dynamic_splits(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """TVM Relax: a Split whose sizes are not a constant ('Dynamic Split not yet supported')."""
     for path, graph, _ in walk_graphs(model):
@@ -901,6 +917,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "shape-expr": _tvm_shape_expressions,
     "dynamic-split": _tvm_dynamic_splits,
     "concat-opaque-shape": _tvm_concats_of_opaque_shapes,
+    "if-output-shape": _tvm_shapes_of_if_outputs,
     "reduce-negative-axis-empty": _negative_axes_of_unknown_rank,
     "reduce-axes-attribute-ignored": _integer_log_reductions,
     "no-reduce-18": _reductions_from_18,

@@ -18,7 +18,6 @@ from seqlower.executor import Executor
 from seqlower.model_io import to_proto
 from seqlower.passes.shapes_as_tensors import ShapesAsTensorsPass
 from seqlower.targets import load_target, target_gaps
-from seqlower.targets.quirks import TVM_SHAPE_TAKING_OPS
 from tests.helpers import BOOL, FLOAT, INT64, const, lowered_for, model, seq, t
 
 
