@@ -20,8 +20,8 @@ get a shape expression it cannot take, and ``Reshape(Cast(Unsqueeze(p, [0])), []
 that is a tensor there loses nothing; Reshape, Expand and the others of the thirteen keep
 reading shapes, which is what they need for their shape inputs.
 
-Functions and subgraphs included: a subgraph reading an outer shape gets the conversion
-inside, before the node that reads it.
+Functions and subgraphs included: each value is converted once, right after the node
+that makes it, and every reader that needs a tensor reads that (a subgraph's included).
 """
 
 from __future__ import annotations

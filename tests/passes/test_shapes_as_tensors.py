@@ -101,16 +101,18 @@ def test_shapes_the_frontend_keeps_stay_shapes():
     assert [n.op_type for n in low.graph.node] == [n.op_type for n in m.graph.node]
 
 
-def test_a_subgraph_reading_an_outer_shape_gets_its_tensor_inside():
+def test_a_subgraph_reading_an_outer_shape_reads_one_tensor_made_where_the_shape_is():
     then = helper.make_graph([helper.make_node("CumSum", ["dims", "zero"], ["c"])], "then", [], [t("c", INT64, [2])])
     other = helper.make_graph([helper.make_node("Identity", ["dims"], ["d"])], "other", [], [t("d", INT64, [2])])
     m = model([helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("If", ["b"], ["y"], then_branch=then, else_branch=other)],
               [t("x", FLOAT, ["N", "M"]), t("b", BOOL, [])], [t("y", INT64, [2])], opset=17,
               initializer=[const("zero", np.int64(0))])
     low = _rewritten(m)
+    assert [n.op_type for n in low.graph.node] == ["Shape", "Cast", "If"]
+    cast = low.graph.node[1].output[0]
     branches = {a.name: a.g for a in low.graph.node[-1].attribute}
-    assert [n.op_type for n in branches["then_branch"].node] == ["Cast", "CumSum"]
-    assert [n.op_type for n in branches["else_branch"].node] == ["Cast", "Identity"]
+    assert [(n.op_type, n.input[0]) for n in branches["then_branch"].node] == [("CumSum", cast)]
+    assert [(n.op_type, n.input[0]) for n in branches["else_branch"].node] == [("Identity", cast)]
     x = np.ones((3, 2), np.float32)
     for b in (True, False):
         got = Executor(low, backend="onnxruntime").run({"x": x, "b": np.array(b)}).outputs["y"]
