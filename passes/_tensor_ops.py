@@ -81,10 +81,12 @@ class Ops:
                       hint: ir.Shape | None = None, allowzero: bool = True) -> ir.Value:
         """Reshape where a 0 in ``shape`` means 0 (allowzero), at every opset; with
         ``allowzero`` False, without the attribute even where the opset has it."""
-        known = hint is not None and all(isinstance(d, int) and d > 0 for d in hint.dims)
-        if rank == 0 or known:
+        if rank == 0:
             return self.op("Reshape", [flat, shape], name, shape=hint)
         if self.b.opset >= 14 and allowzero:
+            # Even where the hint's dims are all positive: a hint read off a declared
+            # output can be wrong (TorchScript declared [4, 1] for an element of x[:, 1:]
+            # of a [4, 1] x, torch fuzz seed 14088), and the shape computed here is right.
             return self.op("Reshape", [flat, self._pinned(shape, rank, name)], name, shape=hint, allowzero=1)
         # Before allowzero, a 0 copies the input's dim: pad to a shape with no zeros,
         # reshape, and slice back to the real shape (a no-op unless a dim is 0).

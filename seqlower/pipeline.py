@@ -116,7 +116,7 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     # boundary value seqlower creates always declares its shape.
     if new := sorted(_shapeless_boundary(model) - declared):
         raise ModelError(f"the lowered model declares no shape for graph input/output {new[0]!r} (internal error)")
-    check_model(proto, "the lowered model", what="fails the ONNX checker")
+    proto = _check_lowered(model, proto)
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
@@ -166,6 +166,49 @@ def _kept_loops(model: ir.Model) -> dict[str, str]:
     reasons = model.meta.get(LOOP_REASONS_KEY, {})
     remaining = {node_label(n) for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Loop"}
     return {k: reasons[k] for k in sorted(remaining & set(reasons))}
+
+
+def _check_lowered(model: ir.Model, proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The full check of the lowered ``model`` (``proto`` is it), after dropping output
+    dims its computation contradicts where that is what fails; the proto checked."""
+    try:
+        check_model(proto, "the lowered model", what="fails the ONNX checker")
+    except ModelError as e:
+        if "Inferred shape and existing shape differ" not in str(e) or not _drop_contradicted_output_dims(model, proto):
+            raise
+        proto = weightless_proto(model)
+        check_model(proto, "the lowered model", what="fails the ONNX checker")
+    return proto
+
+
+def _drop_contradicted_output_dims(model: ir.Model, proto: onnx.ModelProto) -> bool:
+    """A model output dim the exporter declared and the lowered computation contradicts
+    becomes unknown: TorchScript declared [2, 4] for ``(x.split([1, 1]) + [x])[0]`` of a
+    [2, 4] x (torch fuzz seed 14553), which nothing checked while SequenceAt made it. The
+    original's declaration was never true; the lowered model keeps every other dim."""
+    loose = onnx.ModelProto()
+    loose.CopyFrom(proto)
+    for out in loose.graph.output:
+        if out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape"):
+            for d in out.type.tensor_type.shape.dim:
+                d.Clear()
+    try:
+        inferred = onnx.shape_inference.infer_shapes(loose, strict_mode=False)
+    except Exception:  # noqa: BLE001 - nothing to learn
+        return False
+    found = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output)}
+    dropped = False
+    for v in model.graph.outputs:
+        info = found.get(v.name or "")
+        if v.shape is None or info is None or not info.type.tensor_type.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in info.type.tensor_type.shape.dim]
+        if len(dims) != v.shape.rank():
+            continue
+        new = [None if isinstance(d, int) and isinstance(i, int) and d != i else d for d, i in zip(v.shape.dims, dims)]
+        if new != list(v.shape.dims):
+            v.shape, dropped = ir.Shape(new), True
+    return dropped
 
 
 def _forget_impossible_dims(model: ir.Model) -> None:
@@ -376,7 +419,7 @@ def _lower_region(region: Region, label: str, options: LowerOptions,
         # folding undoes (a run-time empty Loop state folds back into a constant) again.
         _run_passes([*after_folding(options), InferSequenceShapesPass(options.keepdims_policy)], lowered)
         # lower_with_report checked the region before the optimizer: again after it.
-        check_model(lowered, "the lowered model", what="fails the ONNX checker")
+        _check_lowered(lowered, weightless_proto(lowered))
     return to_proto(lowered), report
 
 

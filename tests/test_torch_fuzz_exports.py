@@ -1,0 +1,58 @@
+"""Exports tools/fuzz_torch.py found failing, kept as they came out of the exporter
+(``python tools/fuzz_torch.py --seeds 14088,14553 --keep tests/data/torch_fuzz``; the
+program of a seed: ``--show SEED``). Both are TorchScript's static exports that declare
+an output with the input's shape where the program returns a list element of another:
+
+- 14088 (opset 19, ``keep_initializers_as_inputs``): ``(l1 + [x])[0]`` with
+  ``l1[i] = x[:, 1:] * i`` of a [4, 1] x is [4, 0], declared [4, 1]. The lowered element's
+  Reshape trusted the declaration and left out allowzero: the 0 copied a dim that is not
+  there ("index 1 is out of bounds").
+- 14553 (opset 11, ``keep_initializers_as_inputs``, no constant folding):
+  ``(x.split([n // 2, n - n // 2]) + [x])[0]`` of a [2, 4] x is [1, 4], declared [2, 4].
+  Once a Slice made it, onnx's checker saw the contradiction and the lowering was refused.
+
+PyTorch's numbers are written out below from the programs (x's values do not matter)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from seqlower.cli import main
+from seqlower.executor import Executor
+
+DATA = Path(__file__).parent / "data" / "torch_fuzz"
+
+
+def _torch_14088(x: np.ndarray) -> dict[str, np.ndarray]:
+    x = x * np.float32(1.5)
+    l1 = [x[:, 1:] * np.float32(i) for i in range(2)]
+    return {"y0": np.concatenate(l1 + [x[:, :0]], 1), "y1": l1[0]}
+
+
+def _torch_14553(x: np.ndarray) -> dict[str, np.ndarray]:
+    n = x.shape[0]
+    l2 = [x[: n // 2], x[n // 2:]]
+    return {"y0": np.concatenate([t * np.float32(2.0) for t in l2] + [x.sum(0, keepdims=True)], 0), "y1": l2[0]}
+
+
+CASES = {"14088_torchscript-op19-none-keepinit.onnx": ((4, 1), _torch_14088),
+         "14553_torchscript-op11-none-keepinit-nofold.onnx": ((2, 4), _torch_14553)}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_wrongly_declared_list_element_lowers_to_pytorchs_numbers(name, tmp_path):
+    dims, truth = CASES[name]
+    out = tmp_path / "low.onnx"
+    assert main(["lower", str(DATA / name), "-o", str(out)]) == 0
+    low = onnx.load(out)
+    onnx.checker.check_model(low, full_check=True)
+    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    want = truth(x)
+    for backend in ("reference", "onnxruntime"):
+        got = Executor(low, backend=backend).run({"x": x}).outputs
+        for k, v in want.items():
+            np.testing.assert_allclose(got[k], v, rtol=1e-6, err_msg=f"{k} on {backend}")
