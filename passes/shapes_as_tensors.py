@@ -36,8 +36,6 @@ from seqlower.targets.quirks import TVM_SHAPE_TAKING_OPS
 
 __all__ = ["ShapesAsTensorsPass"]
 
-# Of those, the ones whose output is never a shape expression.
-_TENSOR_MAKING = frozenset({"Cast", "CastLike", "ConstantOfShape", "Expand", "Resize", "Equal", "Where"})
 # Its converters that compute on prims and constants to a prim (``BinaryBase``). Not
 # its comparisons: a prim condition fails the Where it feeds (quirk where-shape-condition).
 _PRIM_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Mod"})

@@ -371,9 +371,22 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
                               "TVM's frontend cannot convert it (quirk shape-expr)")
 
 
+# Within one quirk_findings call, as _INFERRED: _known_shapes once for every TVM detector.
+_KNOWN: dict[int, tuple[onnx.ModelProto, tuple[set[str], set[str]]]] = {}
+
+
 def _known_shapes(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
     """Main-graph values whose every dim onnx's inference (data propagation on) knows
     once every graph input dim is a number, and those whose rank it knows."""
+    cached = _KNOWN.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1]
+    found = _fixed_dims_inference(model)
+    _KNOWN[id(model)] = (model, found)
+    return found
+
+
+def _fixed_dims_inference(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     inits = {i.name for i in fixed.graph.initializer}
@@ -954,4 +967,5 @@ def quirk_findings(model: onnx.ModelProto, quirk_ids: list[str]) -> list[tuple[s
                 found.extend(DETECTORS[quirk](model))
     finally:
         _INFERRED.pop(id(model), None)
+        _KNOWN.pop(id(model), None)
     return found
