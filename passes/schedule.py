@@ -25,6 +25,7 @@ from seqlower.passes.ifs_in_scans import IfsInScansPass
 from seqlower.passes.slices_as_compress import SlicesAsCompressPass
 from seqlower.passes.squeezes_as_reshapes import SqueezesAsReshapesPass
 from seqlower.passes.shapes_as_tensors import ShapesAsTensorsPass
+from seqlower.passes.empty_inputs_as_symbolic import EmptyInputsAsSymbolicPass
 from seqlower.passes.transposes_as_reshapes import TransposesAsReshapesPass
 from seqlower.passes.narrow_int64_sentinels import NarrowInt64SentinelsPass
 from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
@@ -176,6 +177,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
         final.append(ForgetIntermediateShapesPass())
+    if "static-empty-input" in dict(target.quirks):
+        # (after the inference above: the values inside keep the shapes it found)
+        final.append(EmptyInputsAsSymbolicPass())
     # What the rounds kept for a rank nothing could find is Flat with ranks known at run
     # time; then the rounds go on from there.
     runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])

@@ -48,7 +48,7 @@ _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
 # Target quirks whose rewrites run over every node, not only sequence ones.
 _WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output", "int64-narrowed", "squeeze-empty",
-                                 "slice-run-time-end", "transpose-empty", "shape-expr"})
+                                 "slice-run-time-end", "transpose-empty", "static-empty-input", "shape-expr"})
 # Of those, the ones with work only where the model has one of these ops.
 _WHOLE_MODEL_OPS = {"squeeze-empty": frozenset({"Squeeze", "Unsqueeze"}), "slice-run-time-end": frozenset({"Slice"}),
                     "transpose-empty": frozenset({"Transpose"}), "shape-expr": frozenset({"Shape"})}
@@ -136,7 +136,12 @@ def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable
     """Whether any pass has anything to do in ``model``: a relevant op or a non-tensor
     value anywhere (functions, subgraphs, the boundary). ``kinds``: ``node_kinds`` of the
     main graph, when read already."""
-    whole = _WHOLE_MODEL_QUIRKS & set(quirks)
+    whole = set(_WHOLE_MODEL_QUIRKS & set(quirks))
+    if "static-empty-input" in whole:
+        whole.discard("static-empty-input")  # (work only where an input is declared with a dim of 0)
+        if any(d.HasField("dim_value") and d.dim_value == 0 for v in model.graph.input
+               if v.type.WhichOneof("value") == "tensor_type" for d in v.type.tensor_type.shape.dim):
+            return True
     if whole - _WHOLE_MODEL_OPS.keys():
         return True
     relevant = relevant_ops(lacks, quirks) | {op for q in whole for op in _WHOLE_MODEL_OPS[q]}

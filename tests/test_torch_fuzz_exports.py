@@ -10,6 +10,10 @@ an output with the input's shape where the program returns a list element of ano
 - 14553 (opset 11, ``keep_initializers_as_inputs``, no constant folding):
   ``(x.split([n // 2, n - n // 2]) + [x])[0]`` of a [2, 4] x is [1, 4], declared [2, 4].
   Once a Slice made it, onnx's checker saw the contradiction and the lowering was refused.
+- 16273 (opset 19, no constant folding) traced x of shape [0, 3] with no dynamic axes:
+  the model declares x [0, 3]. Lowered for OpenVINO, it folded ``Gather(x[0:], 0,
+  axis=1)`` and died (SIGFPE) or refused a Reshape to a folded [4, 0] ("'0' dimension is
+  out of range"). The lowering for openvino names that dim (quirk static-empty-input).
 
 PyTorch's numbers are written out below from the programs (x's values do not matter)."""
 
@@ -39,8 +43,14 @@ def _torch_14553(x: np.ndarray) -> dict[str, np.ndarray]:
     return {"y0": np.concatenate([t * np.float32(2.0) for t in l2] + [x.sum(0, keepdims=True)], 0), "y1": l2[0]}
 
 
+def _torch_16273(x: np.ndarray) -> dict[str, np.ndarray]:
+    x = x * np.float32(1.5) + np.float32(1.0)  # (+ len(l2), which is 1)
+    return {"y0": np.stack([x[:, j] for j in range(x.shape[1])] + [x.sum(1)], 1)}
+
+
 CASES = {"14088_torchscript-op19-none-keepinit.onnx": ((4, 1), _torch_14088),
-         "14553_torchscript-op11-none-keepinit-nofold.onnx": ((2, 4), _torch_14553)}
+         "14553_torchscript-op11-none-keepinit-nofold.onnx": ((2, 4), _torch_14553),
+         "16273_torchscript-op19-none-nofold.onnx": ((0, 3), _torch_16273)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -56,3 +66,24 @@ def test_a_wrongly_declared_list_element_lowers_to_pytorchs_numbers(name, tmp_pa
         got = Executor(low, backend=backend).run({"x": x}).outputs
         for k, v in want.items():
             np.testing.assert_allclose(got[k], v, rtol=1e-6, err_msg=f"{k} on {backend}")
+
+
+def test_an_input_declared_empty_is_named_for_openvino_and_named_by_check_before(tmp_path, capsys):
+    source = DATA / "16273_torchscript-op19-none-nofold.onnx"
+    assert main(["check", str(source), "--target", "openvino"]) == 1
+    assert "input 'x'" in capsys.readouterr().out
+    out = tmp_path / "low.onnx"
+    assert main(["lower", str(source), "-o", str(out), "--target", "openvino"]) == 0
+    low = onnx.load(out)
+    dims = low.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param or d.dim_value for d in dims] == ["x_dim0", 3]
+    capsys.readouterr()
+    assert main(["check", str(out), "--target", "openvino"]) == 0, capsys.readouterr().out
+    x = np.zeros((0, 3), np.float32)
+    for backend in ("reference", "onnxruntime"):
+        got = Executor(low, backend=backend).run({"x": x}).outputs
+        assert got["y0"].shape == (0, 4)
+    # The generic lowering keeps the declaration.
+    assert main(["lower", str(source), "-o", str(tmp_path / "generic.onnx")]) == 0
+    dims = onnx.load(tmp_path / "generic.onnx").graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param or d.dim_value for d in dims] == [0, 3]

@@ -21,7 +21,7 @@ from seqlower.inference import infer_shapes, localize_outer_constants
 from seqlower.inventory import walk_graphs
 from seqlower.weights import is_stub
 
-__all__ = ["DETECTORS", "quirk_findings"]
+__all__ = ["DETECTORS", "quirk_findings", "TVM_SHAPE_TAKING_OPS"]
 
 Dim = int | str | None
 
@@ -601,6 +601,17 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
             break
 
 
+def _openvinos_folds_of_empty_inputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a model input declared with a dim of 0, from which it folds a Gather it
+    dies on (SIGFPE) or a Reshape it refuses (passes/empty_inputs_as_symbolic.py names
+    the dim; torch fuzz 16273)."""
+    for v in model.graph.input:
+        dims = _dims(v)
+        if dims is not None and 0 in dims:
+            yield (f"input '{v.name}'", "main", f"it is declared {_show(dims)}, and OpenVINO folds what depends on "
+                   "an empty input wrong (a Gather at axis 1 of [0, 3] kills it; quirk static-empty-input)")
+
+
 def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a node that reads a zero-size constant, which its frontend takes as a
     tensor of shape [] (``lower --target openvino`` writes every one as a ConstantOfShape,
@@ -936,6 +947,7 @@ DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]
     "no-reduce-18": _reductions_from_18,
     "if-run-time-shape": _if_run_time_shapes,
     "empty-constant": _empty_constant_readers,
+    "static-empty-input": _openvinos_folds_of_empty_inputs,
     "no-strings": _string_tensors,
     "zero-size-scan-output": _zero_size_scan_outputs,
     "string-input": _unread_string_inputs,
