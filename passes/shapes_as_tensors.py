@@ -71,6 +71,13 @@ class ShapesAsTensorsPass(ir.passes.InPlacePass):
             if node.op_type == "If":
                 return None  # (its condition is a bool the frontend reads as it is)
             ins = node.inputs
+            slot = _SHAPE_SLOT.get(node.op_type)
+            if slot is not None and slot < len(ins) and (unpinned := _unpinned(ins[slot])) is not None:
+                # TVM folds a Concat of constants to a shape expression and a Reshape of one
+                # to a tensor, which no shape input takes (graph program 20387: the stacked
+                # dims of a ConcatFromSequence(new_axis=1), pinned to their length).
+                node.replace_input_with(slot, unpinned)
+                return node.op_type, "its shape read before the Reshape that pinned its length (TVM)"
             if node.op_type == "Shape":
                 shapes.update(node.outputs)
                 if ins and ins[0] in shapes and ins[0].dtype is not None:
@@ -96,6 +103,34 @@ class ShapesAsTensorsPass(ir.passes.InPlacePass):
             return "tensor ops", "a value read off Shape made a tensor before an op TVM's frontend takes none for"
 
         return rewrite_each_node(model, rewrite)
+
+
+# The input that is a shape (Ops.reshape_exact pins one's length with a Reshape).
+_SHAPE_SLOT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
+
+
+def _unpinned(v: ir.Value | None) -> ir.Value | None:
+    """What ``v`` is a Reshape of, when that Reshape changes nothing: a 1-D value
+    reshaped to [k] (which fails unless its length is k)."""
+    p = v.producer() if v is not None else None
+    if p is None or p.op_type != "Reshape" or not is_default_domain(p) or len(p.inputs) < 2 or p.inputs[0] is None:
+        return None
+    target, x = const_array(p.inputs[1]), p.inputs[0]
+    if target is None or target.size != 1 or not _one_d(x):
+        return None
+    k = int(target.reshape(-1)[0])
+    d = x.shape.dims[0] if x.shape is not None else None
+    return x if k == -1 or not isinstance(d, int) or d == k else None
+
+
+def _one_d(x: ir.Value) -> bool:
+    """``x`` is known to be 1-D (a Concat has its inputs' rank; the lowerings leave some
+    Concats' shapes unset)."""
+    if x.shape is not None:
+        return x.shape.rank() == 1
+    p = x.producer()
+    return p is not None and p.op_type == "Concat" and any(v is not None and v.shape is not None and v.shape.rank() == 1
+                                                           for v in p.inputs)
 
 
 def _const(v: ir.Value | None) -> bool:

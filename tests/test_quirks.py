@@ -131,6 +131,7 @@ TVM_RUNS = {
     "ts_chunk_pop_cat_opset17", "ts_nonzero_rows_loop_opset13", "ts_nonzero_rows_loop_opset17", "tf_map_fn_fixed_opset13", "tf_map_fn_fixed_opset17", "tf_unstack_stack_opset13",
     "tf_unstack_stack_opset17", "ts_guarded_pop_of_empty_1039_opset14", "ts_loops_over_empty_lists_1037_opset15",
     "ts_zip_of_empty_lists_2436_opset19", "ts_empty_rows_appended_5166_opset18", "ts_mapped_then_summed_4603_opset18",
+    "ts_max_of_unbound_rows_3041_opset14",  # (since its stacked dims are read before their pin)
 }
 
 
@@ -520,3 +521,39 @@ def test_tvm_check_names_the_shape_of_an_if_output_and_nothing_else_of_the_if():
     m.graph.node.remove(m.graph.node[1])
     m.graph.output.remove(m.graph.output[0])
     assert not [g for g in target_gaps(m, load_target("tvm")) if "if-output-shape" in g.why]
+
+
+def _mapped_two_ways() -> onnx.ModelProto:
+    """Bisected from graph program 20409: an If choosing between a list mapped by two
+    bodies (one doubles each element, one passes it on), lowered Flat. Both branches
+    slice their rows at bounds computed from shapes (a ReduceMax here), so onnx's
+    inference finds no dim on either side; tract, which knows every dim from the input's,
+    finds [8, 3] and [4, 3] ("Unifying shapes 4,3 and 8,3")."""
+    def rows(out: str, doubled: bool) -> onnx.GraphProto:
+        nodes = [helper.make_node("Shape", ["x"], [f"{out}_dims"]),
+                 helper.make_node("ReduceMax", [f"{out}_dims"], [f"{out}_end"], keepdims=1),
+                 helper.make_node("Slice", ["x", "zero1", f"{out}_end", "zero1"], [f"{out}_rows"])]
+        if doubled:
+            nodes.append(helper.make_node("Concat", [f"{out}_rows", f"{out}_rows"], [out], axis=0))
+        else:
+            nodes.append(helper.make_node("Identity", [f"{out}_rows"], [out]))
+        return body(nodes, [], [t(out, FLOAT, [None, None])])
+
+    from tests.helpers import const
+    return model([helper.make_node("If", ["c"], ["y"], then_branch=rows("a", True), else_branch=rows("b", False), name="choose")],
+                 [t("x", FLOAT, [4, 3]), t("c", BOOL, [])], [t("y", FLOAT, [None, None])],
+                 initializer=[const("zero1", np.array([0], np.int64))])
+
+
+def test_tract_fails_an_if_whose_branches_dims_inference_finds_on_neither_side_and_check_names_it():
+    m = _mapped_two_ways()
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "c": np.array(True)}
+    with pytest.raises(Exception, match="If|[Uu]nify"):
+        Executor(m, backend="tract").run(feeds)
+    gaps = target_gaps(m, load_target("tract"))
+    assert [g.where for g in gaps] == ["If node 'choose'"] and gaps[0].why.endswith("(quirk if-branch-facts)")
+    # One value passed out of both branches is one shape: nothing to name.
+    same = body([helper.make_node("Identity", ["x"], ["x_out"])], [], [t("x_out", FLOAT, [None, None])])
+    passed = model([helper.make_node("If", ["c"], ["y"], then_branch=same, else_branch=same)],
+                   [t("x", FLOAT, [None, None]), t("c", BOOL, [])], [t("y", FLOAT, [None, None])])
+    assert target_gaps(passed, load_target("tract")) == []

@@ -105,6 +105,33 @@ def _if_branch_facts(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
                 break
 
 
+def _both_unknown(a: list[Dim] | None, b: list[Dim] | None, name_a: str, name_b: str) -> bool:
+    """A dim inference finds on neither side, of two outputs computed apart: tract,
+    which knows every dim from the input's, finds them and they may differ (a list mapped
+    by two bodies, one doubling each element: graph program 20409, 'Unifying shapes 4,3
+    and 8,3'). One value passed out of both branches is one shape."""
+    if a is None or b is None or len(a) != len(b) or name_a == name_b:
+        return False
+    unknown = lambda d: d is None or (isinstance(d, str) and d.startswith("unk__"))  # noqa: E731
+    return any(unknown(x) and unknown(y) for x, y in zip(a, b))
+
+
+def _if_branch_unknown_dims(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: an If output whose dims inference finds on neither side (the least
+    specific reason, so last)."""
+    inferred = _inferred_if_any_if(model)
+    if inferred is None:
+        return
+    for path, node, then, other in _ifs(inferred):
+        for k, (a, b) in enumerate(zip(then.output, other.output)):
+            da, db = _dims(a), _dims(b)
+            if _both_unknown(da, db, a.name, b.name):
+                where = describe_node(node.op_type, node.name, list(node.output))
+                yield where, path, (f"its branches give output {k} as {_show(da)} and {_show(db)}, computed apart; "
+                                    "tract needs one shape from both (quirk if-branch-facts)")
+                break
+
+
 def _if_branch_data_sizes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """tract: an If output a NonZero (or Compress, Unique) sizes, in a branch or outside
     it, where the branches do not give the same value: tract gives each such size its
@@ -279,6 +306,9 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
     values = {i.name: i for i in graph.initializer}
     shape: dict[str, tuple[bool, bool]] = {}  # shape value -> (its dims are known, it is one prim dim)
     first_reader: dict[str, tuple[int, onnx.NodeProto]] = {}  # (protobuf's node wrappers have no stable id)
+    int64_rows = {v.name for v in (*graph.input, *graph.value_info, *graph.output)
+                  if v.type.tensor_type.elem_type == onnx.TensorProto.INT64 and len(_dims(v) or []) == 1}
+    int64_rows |= {i.name for i in graph.initializer if i.data_type == onnx.TensorProto.INT64 and len(i.dims) == 1}
     for k, n in enumerate(graph.node):
         for x in n.input:
             first_reader.setdefault(x, (k, n))
@@ -303,6 +333,10 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
             shape.update({o: (bool(ins and ins[0] in known), node.op_type == "Size") for o in node.output})
             continue
         if node.op_type in _FOLDED and ins and all(x in constant for x in ins if x):
+            if node.op_type == "Concat" and all(x in int64_rows for x in ins if x):
+                # (of 1-D int64 constants, a shape expression there: 20387)
+                shape.update({o: (True, False) for o in node.output})
+                continue
             constant.update(node.output)  # (its frontend computes these on constants)
             continue
         slot = _SHAPE_SLOT.get(node.op_type)
@@ -936,7 +970,8 @@ _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.
 
 # Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
-    "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m), *_if_branch_data_sizes(m)]),
+    "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m), *_if_branch_data_sizes(m),
+                                          *_if_branch_unknown_dims(m)]),
     "data-dependent-shape": _data_dependent_shapes,
     "shape-expr": _tvm_shape_expressions,
     "dynamic-split": _tvm_dynamic_splits,

@@ -139,3 +139,38 @@ def test_a_lowered_list_output_leaves_tvm_no_shape_it_refuses():
     assert [e.shape for e in got] == [e.shape for e in want] == [(1, 2), (1, 0), (1, 3)]
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
+
+
+def test_stacked_dims_pinned_to_their_length_are_read_before_the_pin():
+    # Graph program 20387's pattern: ConcatFromSequence(new_axis=1) of [x, x[:, :1]],
+    # the list returned as well, lowered Flat reshapes the buffer to a Concat of dims (a Cast of Shape, a Gather of
+    # the shape rows) that Ops.reshape_exact pins to its length with a Reshape. TVM folds
+    # that Concat of constants to a shape expression and the pin makes it a tensor, which
+    # no Reshape takes ("Reshape requires the input new shape to be Shape").
+    nodes = [helper.make_node("Slice", ["x", "zero1", "one1", "one1"], ["part"]),
+             helper.make_node("SequenceConstruct", ["x", "part"], ["s"]),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1)]
+    m = model(nodes, [t("x", BOOL, ["N", "M"])], [t("y", BOOL, [None, None, None]), seq("s", BOOL, None)], opset=17,
+              initializer=[const("zero1", np.array([0], np.int64)), const("one1", np.array([1], np.int64))])
+    low = lowered_for(m, "tvm")  # (Flat: the list is returned too)
+    pins = [n for n in low.graph.node if n.op_type == "Reshape" and _producer(low, n.input[0]) is not None
+            and _producer(low, n.input[0]).op_type == "Concat" and any(r.op_type == "Reshape" and r.input[1] == n.output[0]
+                                                                     for r in low.graph.node)]
+    assert pins == []
+    assert _shape_gaps(low) == []
+    feeds = {"x": np.array([[True], [False], [True]])}
+    np.testing.assert_array_equal(Executor(low, backend="onnxruntime").run(feeds).outputs["y"],
+                                  Executor(m, backend="reference").run(feeds).outputs["y"])
+
+
+def test_check_names_a_reshape_to_a_pinned_concat_of_constants():
+    # What TVM's frontend does with them: a Concat of 1-D int64 constants is a shape
+    # expression, a Reshape of one to [2] an int64 tensor, which a Reshape's shape refuses.
+    nodes = [helper.make_node("Concat", ["a", "b"], ["dims"], axis=0),
+             helper.make_node("Reshape", ["dims", "two"], ["pinned"]),
+             helper.make_node("Reshape", ["x", "pinned"], ["y"]),
+             helper.make_node("Reshape", ["x", "dims"], ["z"])]
+    m = model(nodes, [t("x", FLOAT, [6])], [t("y", FLOAT, [2, 3]), t("z", FLOAT, [2, 3])], opset=17,
+              initializer=[const("a", np.array([2], np.int64)), const("b", np.array([3], np.int64)),
+                           const("two", np.array([2], np.int64))])
+    assert _shape_gaps(m) == ["Reshape node (output 'y')"]
