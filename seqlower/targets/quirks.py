@@ -123,6 +123,8 @@ def _if_branch_unknown_dims(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
     if inferred is None:
         return
     for path, node, then, other in _ifs(inferred):
+        if any(_runs_a_loop(g) for g in (then, other)):
+            continue  # a zero-trip guard: its empty branch is built from the Scan's dims
         for k, (a, b) in enumerate(zip(then.output, other.output)):
             da, db = _dims(a), _dims(b)
             if _both_unknown(da, db, a.name, b.name):
@@ -130,6 +132,13 @@ def _if_branch_unknown_dims(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
                 yield where, path, (f"its branches give output {k} as {_show(da)} and {_show(db)}, computed apart; "
                                     "tract needs one shape from both (quirk if-branch-facts)")
                 break
+
+
+def _runs_a_loop(branch: onnx.GraphProto) -> bool:
+    """A branch that returns what a Scan or Loop in it gives (loops_to_scans' zero-trip
+    guard; every fixture tract runs through one)."""
+    made = _producers(branch)
+    return any(o.name in made and made[o.name].op_type in ("Scan", "Loop") for o in branch.output)
 
 
 def _if_branch_data_sizes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
