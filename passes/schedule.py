@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import onnx_ir as ir
+from onnx_ir.passes.common import CommonSubexpressionEliminationPass
 
 from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.carry_string_scans import CarryStringScansPass
@@ -172,6 +173,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "shape-expr" in dict(target.quirks):
         # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
         final.append(ShapesAsTensorsPass())
+    if "duplicate-computations" in dict(target.quirks):
+        # (after every rewrite, which may each write the same computation again)
+        final.append(CommonSubexpressionEliminationPass())
     final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))

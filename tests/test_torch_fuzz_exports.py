@@ -14,6 +14,10 @@ an output with the input's shape where the program returns a list element of ano
   the model declares x [0, 3]. Lowered for OpenVINO, it folded ``Gather(x[0:], 0,
   axis=1)`` and died (SIGFPE) or refused a Reshape to a folded [4, 0] ("'0' dimension is
   out of range"). The lowering for openvino names that dim (quirk static-empty-input).
+- 17742 (dynamo, opset 18, dynamic axes): ``x.split([n // 2, n - n // 2])`` written
+  twice. Lowered, both become the same Slices of x, and tract failed ("eval() called on
+  a Dummy op"); the lowering for tract merges identical computations (quirk
+  duplicate-computations).
 
 PyTorch's numbers are written out below from the programs (x's values do not matter)."""
 
@@ -87,3 +91,33 @@ def test_an_input_declared_empty_is_named_for_openvino_and_named_by_check_before
     assert main(["lower", str(source), "-o", str(tmp_path / "generic.onnx")]) == 0
     dims = onnx.load(tmp_path / "generic.onnx").graph.input[0].type.tensor_type.shape.dim
     assert [d.dim_param or d.dim_value for d in dims] == [0, 3]
+
+
+def test_the_same_rows_computed_twice_are_computed_once_for_tract(tmp_path, monkeypatch):
+    import onnx_ir as ir
+
+    from seqlower.passes import schedule
+    from tests.helpers import lowered_for
+
+    class Kept(ir.passes.InPlacePass):
+        def call(self, model: ir.Model) -> ir.passes.PassResult:
+            return ir.passes.PassResult(model, False)
+
+    source = onnx.load(DATA / "17742_dynamo-op18-dyn.onnx")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    halves = [x[:1], x[1:]]
+    l1 = [h * np.float32(2.0) + np.float32(i) for i, h in enumerate(halves + halves)]
+    l1[-1] = x - np.float32(1.0)
+    want = {"cat": np.concatenate(halves + [x.sum(0, keepdims=True)], 0),
+            "cat_1": np.concatenate(l1 + [x.sum(0, keepdims=True)], 0)}
+    with monkeypatch.context() as patch:
+        patch.setattr(schedule, "CommonSubexpressionEliminationPass", Kept)
+        twice = lowered_for(source, "tract")
+    with pytest.raises(Exception, match="Dummy"):
+        Executor(twice, backend="tract").run({"x": x})
+    low = lowered_for(source, "tract")
+    assert len(low.graph.node) < len(twice.graph.node)
+    for backend in ("reference", "tract"):
+        got = Executor(low, backend=backend).run({"x": x}).outputs
+        for k, v in want.items():
+            np.testing.assert_allclose(got[k], v, rtol=1e-6, err_msg=f"{k} on {backend}")
