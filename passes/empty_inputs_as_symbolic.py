@@ -18,22 +18,18 @@ import onnx_ir as ir
 
 from seqlower.passes._rewrite import REPORT_KEY
 
-__all__ = ["EmptyInputsAsSymbolicPass", "zero_dims"]
-
-
-def zero_dims(shape: ir.Shape | None) -> list[int]:
-    return [] if shape is None else [k for k, d in enumerate(shape.dims) if isinstance(d, int) and d == 0]
+__all__ = ["EmptyInputsAsSymbolicPass"]
 
 
 class EmptyInputsAsSymbolicPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         records = []
         for v in model.graph.inputs:
-            zeros = zero_dims(v.shape)
-            if not zeros or v.shape is None:
+            dims = list(v.shape.dims) if v.shape is not None else []
+            if not any(isinstance(d, int) and d == 0 for d in dims):
                 continue
-            before = str(list(v.shape.dims))
-            v.shape = ir.Shape([f"{v.name}_dim{k}" if k in zeros else d for k, d in enumerate(v.shape.dims)])
+            v.shape = ir.Shape([f"{v.name}_dim{k}" if isinstance(d, int) and d == 0 else d for k, d in enumerate(dims)])
+            before = str(dims)
             records.append({"op": "input", "node": v.name or "", "graph": "main", "into": "input",
                             "how": f"declared {before} with its dims of 0 named, which OpenVINO otherwise folds wrong "
                                    "(OpenVINO)"})

@@ -32,7 +32,7 @@ import onnx_ir as ir
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
 from seqlower.passes._rewrite import Scope, rewrite_each_node
-from seqlower.targets.quirks import TVM_SHAPE_TAKING_OPS
+from seqlower.targets.quirks import TVM_SHAPE_SLOTS, TVM_SHAPE_TAKING_OPS
 
 __all__ = ["ShapesAsTensorsPass"]
 
@@ -71,7 +71,7 @@ class ShapesAsTensorsPass(ir.passes.InPlacePass):
             if node.op_type == "If":
                 return None  # (its condition is a bool the frontend reads as it is)
             ins = node.inputs
-            slot = _SHAPE_SLOT.get(node.op_type)
+            slot = TVM_SHAPE_SLOTS.get(node.op_type)  # (Ops.reshape_exact pins these)
             if slot is not None and slot < len(ins) and (unpinned := _unpinned(ins[slot])) is not None:
                 # TVM folds a Concat of constants to a shape expression and a Reshape of one
                 # to a tensor, which no shape input takes (graph program 20387: the stacked
@@ -103,10 +103,6 @@ class ShapesAsTensorsPass(ir.passes.InPlacePass):
             return "tensor ops", "a value read off Shape made a tensor before an op TVM's frontend takes none for"
 
         return rewrite_each_node(model, rewrite)
-
-
-# The input that is a shape (Ops.reshape_exact pins one's length with a Reshape).
-_SHAPE_SLOT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
 
 
 def _unpinned(v: ir.Value | None) -> ir.Value | None:

@@ -21,7 +21,7 @@ from seqlower.inference import infer_shapes, localize_outer_constants
 from seqlower.inventory import walk_graphs
 from seqlower.weights import is_stub
 
-__all__ = ["DETECTORS", "quirk_findings", "TVM_SHAPE_TAKING_OPS"]
+__all__ = ["DETECTORS", "quirk_findings", "TVM_SHAPE_TAKING_OPS", "TVM_SHAPE_SLOTS"]
 
 Dim = int | str | None
 
@@ -47,13 +47,17 @@ def _differ(a: list[Dim] | None, b: list[Dim] | None) -> bool:
     return False
 
 
+def _unknown(d: Dim) -> bool:
+    """Not found: no dim, or a name onnx's inference made up."""
+    return d is None or (isinstance(d, str) and d.startswith("unk__"))
+
+
 def _unproven(a: list[Dim] | None, b: list[Dim] | None) -> bool:
     """Same rank, but a dim inference could not find on one side that the other side
     has (a number, or a name the model gave)."""
     if a is None or b is None or len(a) != len(b):
         return False
-    unknown = lambda d: d is None or (isinstance(d, str) and d.startswith("unk__"))  # noqa: E731
-    return any(unknown(x) != unknown(y) for x, y in zip(a, b))
+    return any(_unknown(x) != _unknown(y) for x, y in zip(a, b))
 
 
 # Within one quirk_findings call: the model inferred once for every detector that needs
@@ -112,8 +116,7 @@ def _both_unknown(a: list[Dim] | None, b: list[Dim] | None, name_a: str, name_b:
     and 8,3'). One value passed out of both branches is one shape."""
     if a is None or b is None or len(a) != len(b) or name_a == name_b:
         return False
-    unknown = lambda d: d is None or (isinstance(d, str) and d.startswith("unk__"))  # noqa: E731
-    return any(unknown(x) and unknown(y) for x, y in zip(a, b))
+    return any(_unknown(x) and _unknown(y) for x, y in zip(a, b))
 
 
 def _if_branch_unknown_dims(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -295,7 +298,7 @@ TVM_SHAPE_TAKING_OPS = frozenset({"Reshape", "Resize", "ConstantOfShape", "Gathe
 _FOLDED = frozenset({"Concat", "Unsqueeze", "Squeeze", "Reshape", "Add", "Sub", "Mul", "Cast", "Gather", "Slice"})
 # The input that is a shape, which the frontend wants as a shape expression or a constant.
 # (Tile takes an int64 tensor of a known length too.)
-_SHAPE_SLOT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
+TVM_SHAPE_SLOTS = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
 
 
 def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
@@ -348,7 +351,7 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
                 continue
             constant.update(node.output)  # (its frontend computes these on constants)
             continue
-        slot = _SHAPE_SLOT.get(node.op_type)
+        slot = TVM_SHAPE_SLOTS.get(node.op_type)
         if slot is not None and slot < len(ins) and ins[slot]:
             target = ins[slot]
             if (target not in shape and target not in constant) or shape.get(target, (True, False))[1]:
