@@ -4,10 +4,11 @@ the API (``seqlower.lower``) and the CLI only build it from ``LowerOptions``."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import onnx_ir as ir
-from onnx_ir.passes.common import CommonSubexpressionEliminationPass
+from onnx_ir.passes.common import CommonSubexpressionEliminationPass, DeduplicateInitializersPass
 
 from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.carry_string_scans import CarryStringScansPass
@@ -48,6 +49,8 @@ from seqlower.passes.positive_reduction_axes import PositiveReductionAxesPass
 from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
 from seqlower.passes.drop_empty_concat_operands import DropEmptyConcatOperandsPass
 from seqlower.passes.empty_constants_as_constant_of_shape import EmptyConstantsAsConstantOfShapePass
+from seqlower.passes.empty_slices_as_constant_of_shape import EmptySlicesAsConstantOfShapePass
+from seqlower.passes.merge_equal_slices import MergeEqualSlicesPass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
@@ -174,8 +177,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
         final.append(ShapesAsTensorsPass())
     if "duplicate-computations" in dict(target.quirks):
-        # (after every rewrite, which may each write the same computation again)
-        final.append(CommonSubexpressionEliminationPass())
+        # (after every rewrite, which may each write the same computation again): the same
+        # rows, then the same constants, so that the same computations have the same inputs
+        final += [MergeEqualSlicesPass(), _DeduplicateInitializersQuietly(), CommonSubexpressionEliminationPass()]
     final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))
@@ -208,12 +212,27 @@ _OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
     ("reduce-empty-axis", lambda: PadReducedAxesPass(frozenset(QUIRK_OPS["reduce-empty-axis"]))),
     ("reduce-extremes-finite", lambda: PadReducedAxesPass(frozenset(QUIRK_OPS["reduce-extremes-finite"]), floats_only=True)),
     ("expand-zero-dim", FoldEmptyExpandsPass),
+    ("empty-slice-pushed-up", EmptySlicesAsConstantOfShapePass),
     ("integer-division-by-zero", GuardIntegerDivisionPass),
     ("reduce-negative-axis-empty", PositiveReductionAxesPass),
     ("if-run-time-shape", lambda: IfsToSelectsPass(only=run_time_shaped, gathered=True)),
     # Last: the rewrites above may leave Ifs.
     ("one-if-per-graph", IfsInScansPass),
 ]
+
+
+class _DeduplicateInitializersQuietly(DeduplicateInitializersPass):
+    """onnx_ir's pass, without its warning for each initializer that is also a graph input
+    (torch's keep_initializers_as_inputs): leaving an overridable default alone is right."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        log = logging.getLogger(DeduplicateInitializersPass.__module__)
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            return super().call(model)
+        finally:
+            log.setLevel(level)
 
 
 class Rounds(ir.passes.InPlacePass):

@@ -18,6 +18,13 @@ an output with the input's shape where the program returns a list element of ano
   twice. Lowered, both become the same Slices of x, and tract failed ("eval() called on
   a Dummy op"); the lowering for tract merges identical computations (quirk
   duplicate-computations).
+- 17401 (dynamo, opset 20, static): ``torch.cat(l + [x[:, :0]], 1)`` of ``x * scale`` with
+  x [1, 1]. tract pushed the empty Slice above the Mul and failed ("Trying to substitute
+  a 1,0,F32 by 1,1,F32"); the lowering for tract makes it by ConstantOfShape (quirk
+  empty-slice-pushed-up).
+- 18057 (dynamo, opset 20, static): ``x[i:i+1] * 2`` beside ``x.split(1)[i] * 2``, the
+  same rows twice. tract failed ("eval() called on a Dummy op"); the lowering for tract
+  merges Slices and Split outputs giving the same rows (quirk duplicate-computations).
 
 PyTorch's numbers are written out below from the programs (x's values do not matter)."""
 
@@ -120,4 +127,31 @@ def test_the_same_rows_computed_twice_are_computed_once_for_tract(tmp_path, monk
     for backend in ("reference", "tract"):
         got = Executor(low, backend=backend).run({"x": x}).outputs
         for k, v in want.items():
+            np.testing.assert_allclose(got[k], v, rtol=1e-6, err_msg=f"{k} on {backend}")
+
+
+def _torch_17401(x: np.ndarray) -> dict[str, np.ndarray]:
+    x = x * np.float32(1.5)
+    return {"cat": x, "cat_1": x[:, :0]}
+
+
+def _torch_18057(x: np.ndarray) -> dict[str, np.ndarray]:
+    rows = [x[i:i + 1] for i in range(x.shape[0])]
+    l1 = [r * np.float32(i) for i, r in enumerate(rows)] + rows
+    l1 = [r * np.float32(2.0) + np.float32(i) for i, r in enumerate(l1)]
+    return {"cat": np.concatenate(rows[::-1], 0), "cat_1": np.concatenate(l1, 0), "getitem_1": rows[-1]}
+
+
+@pytest.mark.parametrize("name, dims, truth", [
+    ("17401_dynamo-op20-opt.onnx", (1, 1), _torch_17401), ("18057_dynamo-op20-opt-dyn.onnx", (2, 4), _torch_18057)])
+def test_sequence_free_exports_tract_failed_run_there_once_lowered_for_it(name, dims, truth, tmp_path):
+    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    with pytest.raises(Exception, match="substitute|Dummy"):
+        Executor(onnx.load(DATA / name), backend="tract").run({"x": x})
+    out = tmp_path / "low.onnx"
+    assert main(["lower", str(DATA / name), "-o", str(out), "--target", "tract"]) == 0
+    low = onnx.load(out)
+    for backend in ("reference", "onnxruntime", "tract"):
+        got = Executor(low, backend=backend).run({"x": x}).outputs
+        for k, v in truth(x).items():
             np.testing.assert_allclose(got[k], v, rtol=1e-6, err_msg=f"{k} on {backend}")
