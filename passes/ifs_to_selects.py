@@ -33,15 +33,16 @@ __all__ = ["IfsToSelectsPass", "run_time_shaped"]
 
 
 def run_time_shaped(node: ir.Node) -> bool:
-    """An If with a tensor output whose first dim is known only at run time (lengths,
-    sizes, positions read wrong; a [?, 5] list of rows, unrolled from a loop, failed to
-    compile: "dynamic rank"), other than a zero-trip guard (``passes/_zero_trips``): what
+    """An If with a tensor output with a dim known only at run time (lengths, sizes,
+    positions read wrong; a [?, 5] list of rows, unrolled from a loop, failed to compile:
+    "dynamic rank"; a [2, n, 1] list of columns, Gathered and scaled, read as garbage:
+    torch fuzz seed 20561), other than a zero-trip guard (``passes/_zero_trips``): what
     OpenVINO gets wrong once two ops in a row read it (quirk "if-run-time-shape"; the
     readers may be outside the region being lowered, so every such If is taken)."""
     if is_zero_trip_guard(node):
         return False
-    return any(isinstance(v.type, ir.TensorType) and v.shape is not None and v.shape.rank() >= 1
-               and not isinstance(v.shape.dims[0], int) for v in node.outputs)
+    return any(isinstance(v.type, ir.TensorType) and v.shape is not None
+               and any(not isinstance(d, int) for d in v.shape.dims) for v in node.outputs)
 
 
 class IfsToSelectsPass(ir.passes.InPlacePass):

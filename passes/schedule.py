@@ -51,6 +51,7 @@ from seqlower.passes.drop_empty_concat_operands import DropEmptyConcatOperandsPa
 from seqlower.passes.empty_constants_as_constant_of_shape import EmptyConstantsAsConstantOfShapePass
 from seqlower.passes.empty_slices_as_constant_of_shape import EmptySlicesAsConstantOfShapePass
 from seqlower.passes.merge_equal_slices import MergeEqualSlicesPass
+from seqlower.passes.tiles_as_constant_of_shape import TilesAsConstantOfShapePass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
@@ -170,6 +171,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         final.append(SlicesAsCompressPass())
         if "Compress" in target.lacks:
             final.append(LowerCompressPass())
+    if "tile-nop-broadcast" in dict(target.quirks):
+        # (after every rewrite above, which pad by Tile below opset 14: squeeze-empty's)
+        final.append(TilesAsConstantOfShapePass())
     if "int64-narrowed" in dict(target.quirks):
         # (whole-model: any constant may be a bound; after the rewrites, which write some)
         final.append(NarrowInt64SentinelsPass())

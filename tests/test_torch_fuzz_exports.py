@@ -25,6 +25,14 @@ an output with the input's shape where the program returns a list element of ano
 - 18057 (dynamo, opset 20, static): ``x[i:i+1] * 2`` beside ``x.split(1)[i] * 2``, the
   same rows twice. tract failed ("eval() called on a Dummy op"); the lowering for tract
   merges Slices and Split outputs giving the same rows (quirk duplicate-computations).
+- 19476 (TorchScript, opset 13, dynamic axes, no constant folding): ``x.chunk(3, 1)`` with
+  ``x * 0.5`` inserted. Lowered for OpenVINO, the padding of a Reshape before allowzero
+  (a Tile of a one-element constant) did not compile (EliminateNopBroadcast); the
+  lowering for openvino makes it by ConstantOfShape (quirk tile-nop-broadcast).
+- 20561 (TorchScript, opset 18, dynamic batch): a list of x's columns chosen by an
+  ``if``, an If output [2, n, 1]. OpenVINO read garbage from it two ops further on (no
+  error); the lowering for openvino runs an If with any run-time dim as a select, not only
+  one with a run-time first dim (quirk if-run-time-shape).
 
 PyTorch's numbers are written out below from the programs (x's values do not matter)."""
 
@@ -155,3 +163,59 @@ def test_sequence_free_exports_tract_failed_run_there_once_lowered_for_it(name, 
         got = Executor(low, backend=backend).run({"x": x}).outputs
         for k, v in truth(x).items():
             np.testing.assert_allclose(got[k], v, rtol=1e-6, err_msg=f"{k} on {backend}")
+
+
+def _torch_19476(x: np.ndarray) -> dict[str, np.ndarray]:
+    x = x * np.float32(1.5)
+    first = -(-x.shape[1] // 3)  # torch.chunk's first chunk
+    return {"y0": np.concatenate([x[:, :first], x * np.float32(0.5), x[:, first:]], 1), "y1": x.sum(1)}
+
+
+def _torch_20561(x: np.ndarray) -> dict[str, np.ndarray]:
+    m4 = [x[:, 0:1] * np.float32(2.0), x[:, 1:2] * np.float32(2.0), x[:, 1:] if x.sum() > 0 else x * np.float32(0.5), x]
+    return {"y0": np.concatenate(m4, 1),
+            "y1": np.stack([x[:, 0], x[:, 1], np.maximum(x, 0).sum(1) * np.float32(0.0), x.sum(1)], 1)}
+
+
+def _before_the_fix(name: str, patch: pytest.MonkeyPatch) -> None:
+    """The lowering for openvino as it was before each export's fix."""
+    import onnx_ir as ir
+
+    from seqlower.passes import ifs_to_selects, schedule
+
+    class Kept(ir.passes.InPlacePass):
+        def call(self, model: ir.Model) -> ir.passes.PassResult:
+            return ir.passes.PassResult(model, False)
+
+    if name.startswith("19476"):
+        patch.setattr(schedule, "TilesAsConstantOfShapePass", Kept)
+    else:
+        def first_dim_only(node):  # the rule before: a run-time first dim
+            return not ifs_to_selects.is_zero_trip_guard(node) and any(
+                isinstance(v.type, ir.TensorType) and v.shape is not None and v.shape.rank() >= 1
+                and not isinstance(v.shape.dims[0], int) for v in node.outputs)
+        patch.setattr(schedule, "run_time_shaped", first_dim_only)
+
+
+@pytest.mark.parametrize("name, truth", [("19476_torchscript-op13-all-nofold.onnx", _torch_19476),
+                                         ("20561_torchscript-op18-batch.onnx", _torch_20561)])
+def test_exports_openvino_failed_once_lowered_run_there_now(name, truth, monkeypatch):
+    from tests.helpers import lowered_for
+
+    source = onnx.load(DATA / name)
+    xs = [np.random.default_rng(k).standard_normal(dims).astype(np.float32) + 1 for k, dims in enumerate([(3, 2), (4, 2)])]
+    with monkeypatch.context() as patch:
+        _before_the_fix(name, patch)
+        before = lowered_for(source, "openvino")
+    try:
+        got = Executor(before, backend="openvino").run({"x": xs[0]}).outputs
+    except Exception as e:  # noqa: BLE001 - failing to compile is the other way it went wrong
+        assert "EliminateNopBroadcast" in str(e)
+    else:
+        assert any(not np.allclose(got[k], v) for k, v in truth(xs[0]).items())
+    low = lowered_for(source, "openvino")
+    for x in xs:
+        for backend in ("reference", "onnxruntime", "openvino"):
+            got = Executor(low, backend=backend).run({"x": x}).outputs
+            for k, v in truth(x).items():
+                np.testing.assert_allclose(got[k], v, rtol=1e-5, err_msg=f"{k} on {backend} at {x.shape}")

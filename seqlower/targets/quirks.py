@@ -636,8 +636,10 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
             if readers is not None and not _read_twice(readers, node.output[k]):
                 continue  # (read by one op at most, or only returned: read right)
             # As measured: a 1-D output of a run-time length (lengths and sizes read wrong;
-            # the lowering also runs Ifs of [?, W] outputs as selects, one of which failed
-            # to compile, but others run right: not named).
+            # the lowering also runs Ifs of other run-time shapes as selects: one of
+            # [?, W] failed to compile, one of [2, n, 1] read as garbage (torch fuzz
+            # 20561), but others run right, dynamo's embedding_bag's [1, ?] in a Loop:
+            # not named).
             if da is None or db is None or len(da) != 1 or len(db) != 1 or (da == db and isinstance(da[0], int)):
                 continue
             where = describe_node(node.op_type, node.name, list(node.output))

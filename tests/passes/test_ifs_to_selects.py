@@ -122,3 +122,27 @@ def test_a_gathered_select_of_two_lengths_gives_the_taken_rows(opset):
     for f in feeds[:2]:
         np.testing.assert_allclose(Executor(low, backend="openvino").run(f).outputs["y"],
                                    Executor(m, backend="onnxruntime").run(f).outputs["y"])
+
+
+def test_for_openvino_an_if_with_a_run_time_dim_past_the_first_is_a_select():
+    """quirk if-run-time-shape: a [2, n, 1] list of x's columns chosen by an ``if`` was read
+    as garbage (torch fuzz 20561, kept in tests/test_torch_fuzz_exports.py); a [2, 3]
+    output stays an If."""
+    from tests.helpers import lowered_for
+
+    def columns(tag: str, dims: list) -> onnx.GraphProto:
+        return body([helper.make_node("Transpose", ["x"], [f"{tag}_f"], perm=[1, 0]),
+                     helper.make_node("Reshape", [f"{tag}_f", "target"], [f"{tag}_d"])], [], [t(f"{tag}_d", FLOAT, dims)])
+
+    for rows, selected in (("n", True), (3, False)):
+        m = model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "zero"], ["c"]),
+                   helper.make_node("If", ["c"], ["cols"], then_branch=columns("a", [2, rows, 1]),
+                                    else_branch=columns("b", [2, rows, 1])),
+                   helper.make_node("Gather", ["cols", "one"], ["col"], axis=0), helper.make_node("Neg", ["col"], ["y"])],
+                  [t("x", FLOAT, [rows, 2])], [t("y", FLOAT, [rows, 1])], opset=18,
+                  initializer=[const("zero", np.float32(0)), const("target", np.array([2, -1, 1], np.int64)),
+                               const("one", np.int64(1))])
+        low = lowered_for(m, "openvino")
+        assert ("If" not in ops_of(low)) == selected
+        feeds = [{"x": np.array([[1, 2], [3, 4], [5, 6]], np.float32)}, {"x": -np.ones((3, 2), np.float32)}]
+        _agree(m, low, feeds, backends=("onnxruntime", "openvino"))
