@@ -4,7 +4,7 @@ so code composing seqlower's passes in its own PassManager can read them."""
 
 from __future__ import annotations
 
-__all__ = ["ABI_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY"]
+__all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY"]
 
 # model.meta: every rewrite, a list of dicts {op, node, graph, into, how}.
 REPORT_KEY = "seqlower.rewrites"
@@ -21,3 +21,7 @@ OPTIONAL_SEQUENCES_KEY = "seqlower.optional_sequences"
 LOOP_REASONS_KEY = "seqlower.loop_reasons"
 # model.meta: {node label: why that ZipMap stays}.
 KEPT_ZIPMAPS_KEY = "seqlower.kept_zipmaps"
+# model.meta: an analysis a pass computed and then changed nothing with, for the next pass
+# of the rounds to use (passes/schedule.py's Rounds drops it as soon as a pass changes
+# the model). On 10,000 edits the fold and the Unrolled lowering read one analysis.
+ANALYSIS_STASH_KEY = "seqlower.analysis_stash"

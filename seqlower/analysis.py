@@ -32,6 +32,7 @@ import onnx_ir as ir
 from seqlower import ops
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
+from seqlower.passes.keys import ANALYSIS_STASH_KEY
 from seqlower.irutil import (
     _int_attr,
     graphs_of,
@@ -504,10 +505,6 @@ def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "au
     return _Analyzer(model, max_unroll, keepdims_policy, packed, runtime_ranks).run()
 
 
-# model.meta: an analysis a pass computed and then changed nothing with, for the next pass
-# of the rounds to use (passes/schedule.py's Rounds drops it as soon as a pass changes
-# the model). On 10,000 edits the fold and the Unrolled lowering read one analysis.
-ANALYSIS_STASH_KEY = "seqlower.analysis_stash"
 
 
 def _fingerprint(model: ir.Model) -> tuple[int, ...]:

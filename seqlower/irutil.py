@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import weakref
 
 import numpy as np
-import onnx_ir as ir
+from seqlower._deferred import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
 from seqlower.protos import OPEN_WHEN_EMPTY

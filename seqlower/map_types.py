@@ -8,7 +8,7 @@ them typeless in the IR and keeps their types in ``model.meta[MAP_TYPES_KEY]``;
 from __future__ import annotations
 
 import onnx
-import onnx_ir as ir
+from seqlower._deferred import onnx_ir as ir
 
 from seqlower.errors import ModelError
 from seqlower.protos import innermost_type, value_infos

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
-import onnx_ir as ir
+from seqlower._deferred import onnx_ir as ir
 
 from seqlower.errors import ModelError, describe_node
 from seqlower.inference import infer_shapes, infer_types, is_windowed

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-import onnx_ir as ir
+from seqlower._deferred import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelError, ModelWarning
@@ -420,7 +420,8 @@ def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike,
         raise ModelError(f"{path}: cannot write ({e.strerror or e})") from None
     staged = StagedModel(path, tmp, [path.name])
     try:
-        if isinstance(model, ir.Model) and (_has_external(model) or _initializer_bytes(model) > PROTOBUF_LIMIT):
+        # (a ModelProto first: an unlowered model is written without loading onnx_ir)
+        if not isinstance(model, onnx.ModelProto) and (_has_external(model) or _initializer_bytes(model) > PROTOBUF_LIMIT):
             data_name = path.name + ".data"
             # Tensors under 1 KiB stay inline, as onnx.save does: shapes and axes stay readable.
             ir.save(model, staged.path, external_data=data_name, size_threshold_bytes=1024)

@@ -10,34 +10,43 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
-import onnx_ir as ir
+from seqlower._deferred import onnx_ir as ir
 
 from seqlower import repeats
-from seqlower.analysis import ANALYSIS_STASH_KEY, Analysis, analyze, node_label
 from seqlower.collector import fewer_collections
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.inventory import take_inventory
+from seqlower.irutil import node_label
 from seqlower.model_check import InferredTypes, check_types
 from seqlower.model_io import check_model, from_proto, to_proto, weightless_proto
 from seqlower.ops import makes_lists
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
-from seqlower.passes.clean_up_graph import CleanUpGraphPass
-from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
-from seqlower.passes.lower_zip_map import LowerZipMapPass
-from seqlower.passes.keys import KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
-from seqlower.passes.schedule import after_folding, build_passes, loop_fallbacks
-from seqlower.passes.unroll_loops import UnrollLoopsPass
+from seqlower.passes.keys import ANALYSIS_STASH_KEY, KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.protos import own_names
 from seqlower.regions import RESERVED_NAMES_KEY, Found, Region, build, find, has_work, node_kinds, splice
 from seqlower.targets import Gap, load_target, lacking_ops, target_gaps
 from seqlower.weights import Weights
 
+if TYPE_CHECKING:
+    from seqlower.analysis import Analysis
+
+# (The passes, the analysis and onnxscript are imported where they run: a model with
+# nothing to lower comes back without loading them.)
+
 __all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "build_passes", "DEFAULT_MAX_UNROLL"]
 
 logger = logging.getLogger(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "build_passes":  # (re-exported; imported on first use, as the passes are)
+        from seqlower.passes.schedule import build_passes
+
+        return build_passes
+    raise AttributeError(f"module 'seqlower.pipeline' has no attribute {name!r}")
 
 
 @dataclass
@@ -89,6 +98,10 @@ def check_nesting(model: ir.Model) -> None:
 
 
 def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
+    from seqlower.analysis import analyze
+    from seqlower.passes.lower_zip_map import LowerZipMapPass
+    from seqlower.passes.schedule import build_passes
+
     options = options or LowerOptions()
     check_nesting(model)
 
@@ -154,6 +167,10 @@ def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAU
     """Why each Loop of ``model`` stays for a target without Loop, as ``lower`` says it:
     for ``check --target`` on a model lowered before. The Loop passes ``lower`` would
     run for the target run on ``model`` (changed in place: give it a copy)."""
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.schedule import loop_fallbacks
+    from seqlower.passes.unroll_loops import UnrollLoopsPass
+
     target = load_target(target_name)
     if "Loop" not in target.lacks:
         return {}
@@ -408,6 +425,9 @@ def _lower_region(region: Region, label: str, options: LowerOptions,
                   reserved: set[str] | None = None) -> tuple[onnx.ModelProto, LowerReport]:
     """A region's sub-model lowered (and optimized, unless ``--no-optimize``) and checked.
     ``reserved``: names the lowering must not take (else the region's)."""
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.schedule import after_folding
+
     sub = from_proto(region.model, label)
     region.model = onnx.ModelProto()  # converted: its protobuf copy of the region goes
     sub.meta[RESERVED_NAMES_KEY] = region.reserved if reserved is None else reserved
@@ -431,6 +451,8 @@ def optimize_region(model: ir.Model) -> None:
     region's); the region's inputs and outputs keep their names."""
     import onnxscript.optimizer
     from onnx_ir.passes import common
+
+    from seqlower.passes.clean_up_graph import CleanUpGraphPass
 
     # Not onnxscript's whole optimize(): its pattern rewriter costs seconds per thousand
     # nodes (a matcher pass per rule per node), and its rules are not what a lowering leaves.
@@ -477,6 +499,8 @@ def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **k
 def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:
     """Every sequence value's SeqInfo and what the lowering will do with it (for
     ``seqlower inspect``). Shapes are inferred on ``model`` first (in place)."""
+    from seqlower.analysis import analyze
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 
     options = options or LowerOptions()
     check_nesting(model)

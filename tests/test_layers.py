@@ -25,3 +25,29 @@ def test_the_cli_entry_point_loads_no_heavy_module():
     loaded = _loaded_after("import seqlower.cli; seqlower.cli.build_parser()")
     assert not loaded & {"onnx", "onnx_ir", "numpy", "onnxscript", "networkx", "seqlower.pipeline",
                          "seqlower.executor", "seqlower.model_io"}
+
+
+def test_a_model_with_nothing_to_lower_and_check_load_neither_onnx_ir_nor_the_passes(tmp_path):
+    """Stage 11's start-up: onnx_ir (0.55 s with sympy) and networkx load where a pass or
+    the analysis runs; lowering a model with nothing to lower, and checking one without a
+    Loop, read protobuf alone. The same lowering of a model with a sequence loads them."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def saved(nodes: list, name: str) -> str:
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+        path = tmp_path / name
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+        return str(path)
+
+    plain = saved([helper.make_node("Relu", ["x"], ["y"])], "plain.onnx")
+    listed = saved([helper.make_node("SplitToSequence", ["x"], ["s"]),
+                    helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)], "listed.onnx")
+    heavy = {"onnx_ir._core", "networkx.classes", "sympy.core", "seqlower.passes.schedule", "seqlower.analysis"}
+    out = str(tmp_path / "out.onnx")
+    for argv in (["lower", plain, "-o", out, "-q"], ["check", plain], ["check", plain, "--target", "tract"]):
+        loaded = _loaded_after(f"from seqlower.cli import main; assert main({argv!r}) == 0")
+        assert not loaded & heavy, (argv, loaded & heavy)
+    loaded = _loaded_after(f"from seqlower.cli import main; assert main({['lower', listed, '-o', out, '-q']!r}) == 0")
+    assert {"onnx_ir._core", "seqlower.passes.schedule"} <= loaded
