@@ -82,6 +82,7 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
     # of no known source) as it comes; index: where each output row is in the pool.
     pool: list[ir.Value | np.ndarray | _Elem] = []
     offsets: dict[int, int] = {}
+    loose: dict[int, int] = {}  # a loose element's tensor: where its rows are
     index: list[int] = []
     whole = 0
     for e in items:
@@ -97,7 +98,15 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
         if shape is None or len(shape) != (rank - 1 if squeezed else rank):
             return None
         size = 1 if squeezed else shape[k]
+        if e.const is None and e.value is not None and id(e.value) in loose:
+            # A tensor inserted again: its rows are in the pool once (5,000 inserts of
+            # one mean were 5,000 Unsqueezes of it that CSE then merged, each merge
+            # rewriting the 10,000-input Concat: quadratic).
+            index.extend(range(loose[id(e.value)], loose[id(e.value)] + size))
+            continue
         index.extend(range(whole, whole + size))
+        if e.const is None and e.value is not None:
+            loose[id(e.value)] = whole
         whole += size
         if e.const is None:
             pool.append(e)

@@ -6,7 +6,7 @@ in ``seqlower.analysis``."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,26 +14,123 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.builder import merge_shapes
+from seqlower.plist import PList
 
-__all__ = ["SeqInfo", "join", "shape_json", "shifted", "symbolic_length_text"]
+__all__ = ["Elements", "SeqInfo", "join", "shape_json", "shifted", "symbolic_length_text"]
 
 
-@dataclass(frozen=True)
+class Elements(PList[tuple["ir.Shape | None", "np.ndarray | None"]]):
+    """The elements of a sequence of known length, ``(shape, constant)`` each (either may
+    be None: not known), shared between the values of an edited list (``PList``). Beside
+    them, a census: each distinct shape (by dims) and how many elements have it, and how
+    many constants are unknown; an edit updates it in O(distinct shapes), so the merged
+    shape and uniformity of any value are read without walking its elements."""
+
+    __slots__ = ("census", "unknown")
+
+    def __init__(self, root: Any = None, census: dict | None = None, unknown: int = 0) -> None:
+        super().__init__(root)
+        self.census: dict[Any, tuple[ir.Shape | None, int]] = census or {}
+        self.unknown = unknown
+
+    @classmethod
+    def of(cls, items: Iterable[tuple[ir.Shape | None, np.ndarray | None]]) -> Elements:
+        items = list(items)
+        made = cls(PList.of(items)._root)
+        for shape, const in items:
+            made._count(shape, const, 1)
+        return made
+
+    @classmethod
+    def repeat(cls, item: tuple[ir.Shape | None, np.ndarray | None], n: int) -> Elements:
+        made = cls(PList.repeat(item, n)._root)
+        if n:
+            made._count(item[0], item[1], n)
+        return made
+
+    def insert(self, i: int, item: tuple[ir.Shape | None, np.ndarray | None]) -> Elements:
+        made = type(self)(PList.insert(self, i, item)._root, dict(self.census), self.unknown)
+        made._count(item[0], item[1], 1)
+        return made
+
+    def delete(self, i: int) -> Elements:
+        shape, const = self[i]
+        made = type(self)(PList.delete(self, i)._root, dict(self.census), self.unknown)
+        made._count(shape, const, -1)
+        return made
+
+    def _count(self, shape: ir.Shape | None, const: np.ndarray | None, by: int) -> None:
+        key = None if shape is None else tuple(shape.dims)
+        seen, count = self.census.get(key, (shape, 0))
+        if count + by:
+            self.census[key] = (seen, count + by)
+        else:
+            del self.census[key]
+        self.unknown += by if const is None else 0
+
+    @property
+    def shapes(self) -> list[ir.Shape | None]:
+        """The distinct shapes."""
+        return [shape for shape, _ in self.census.values()]
+
+    @classmethod
+    def _same(cls, a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+        return a is b or a[0] == b[0] and (a[1] is b[1] or a[1] is not None and b[1] is not None and _same_array(a[1], b[1]))
+
+
+class _Column(Sequence[Any]):
+    """One column of ``Elements`` (the shapes, or the constants), read as a sequence."""
+
+    __slots__ = ("elements", "k")
+
+    def __init__(self, elements: Elements, k: int) -> None:
+        self.elements, self.k = elements, k
+
+    def __len__(self) -> int:
+        return len(self.elements)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [pair[self.k] for pair in self.elements][i]
+        return self.elements[i][self.k]
+
+    def __iter__(self) -> Iterator[Any]:
+        return (pair[self.k] for pair in self.elements)
+
+    def __eq__(self, other: object) -> bool:
+        """Element by element, as a tuple compares (shapes; constants are arrays)."""
+        if not isinstance(other, (Sequence, _Column)) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a is b or a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, eq=True)
 class SeqInfo:
-    """What is known about one sequence value. ``shapes``/``consts`` are per element and
-    present only when ``length`` is known; ``elem_shape`` is the merged element shape
-    (dims that differ or are unknown are None), and ``uniform`` says all elements
-    provably have exactly that shape. ``length_sym``, when the length is only known at
-    run time: it is a model input's dim plus a constant, ``(name, offset)`` (one size
-    for the whole run, so it can name the length in declared shapes)."""
+    """What is known about one sequence value. ``elements`` (a shape and a constant per
+    element) is present only when ``length`` is known; ``elem_shape`` is the merged
+    element shape (dims that differ or are unknown are None), and ``uniform`` says all
+    elements provably have exactly that shape. ``length_sym``, when the length is only
+    known at run time: it is a model input's dim plus a constant, ``(name, offset)`` (one
+    size for the whole run, so it can name the length in declared shapes)."""
 
     dtype: ir.DataType | None
     length: int | None = None
-    shapes: tuple[ir.Shape | None, ...] | None = None
+    elements: Elements | None = None
     elem_shape: ir.Shape | None = None
     uniform: bool = False
-    consts: tuple[np.ndarray | None, ...] | None = None
     length_sym: tuple[str, int] | None = None
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def shapes(self) -> Sequence[ir.Shape | None] | None:
+        return None if self.elements is None else _Column(self.elements, 0)
+
+    @property
+    def consts(self) -> Sequence[np.ndarray | None] | None:
+        return None if self.elements is None else _Column(self.elements, 1)
 
     @property
     def rank(self) -> int | None:
@@ -41,29 +138,38 @@ class SeqInfo:
 
     @property
     def all_const(self) -> bool:
-        return self.consts is not None and all(c is not None for c in self.consts)
+        return self.elements is not None and self.elements.unknown == 0
 
     @staticmethod
     def of_elements(
         dtype: ir.DataType | None, shapes: Sequence[ir.Shape | None], consts: Sequence[np.ndarray | None]
     ) -> SeqInfo:
-        shapes = tuple(shapes)
-        # Merge each distinct shape once: a list of 70 rows of one shape edited 10,000
-        # times is 10,000 merges of one shape, not of 70.
-        # (by object first: the elements of an edited list share a few Shape objects)
-        objects = {id(s): s for s in shapes}.values()
-        distinct = list({None if s is None else s.dims: s for s in objects}.values())
-        merged = merge_shapes(distinct) if shapes else None
-        uniform = bool(shapes) and merged is not None and all(s == merged for s in distinct) and _fully_known(merged)
-        return SeqInfo(dtype, len(shapes), shapes, merged, uniform, tuple(consts))
+        return SeqInfo.from_elements(dtype, Elements.of(zip(shapes, consts)))
+
+    @staticmethod
+    def from_elements(dtype: ir.DataType | None, elements: Elements) -> SeqInfo:
+        """The info of these elements: their shapes merged (each distinct shape once)."""
+        distinct = elements.shapes
+        merged = merge_shapes(distinct) if distinct else None
+        uniform = bool(distinct) and merged is not None and all(s == merged for s in distinct) and _fully_known(merged)
+        return SeqInfo(dtype, len(elements), elements, merged, uniform)
+
+    @staticmethod
+    def repeated(dtype: ir.DataType | None, n: int, shape: ir.Shape | None, uniform: bool = False) -> SeqInfo:
+        """``n`` elements, each of at least ``shape`` (none constant); ``uniform`` as given."""
+        return SeqInfo(dtype, n, Elements.repeat((shape, None), n), shape, uniform)
+
+    @staticmethod
+    def empty(dtype: ir.DataType | None, elem_shape: ir.Shape | None = None) -> SeqInfo:
+        return SeqInfo(dtype, 0, Elements(), elem_shape, False)
 
     @staticmethod
     def unknown(dtype: ir.DataType | None, elem_shape: ir.Shape | None = None, uniform: bool = False) -> SeqInfo:
-        return SeqInfo(dtype, None, None, elem_shape, uniform and _fully_known(elem_shape), None)
+        return SeqInfo(dtype, None, None, elem_shape, uniform and _fully_known(elem_shape))
 
     def element(self, i: int) -> tuple[ir.Shape | None, np.ndarray | None]:
-        assert self.shapes is not None and self.consts is not None
-        return self.shapes[i], self.consts[i]
+        assert self.elements is not None
+        return self.elements[i]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +213,8 @@ def join(a: SeqInfo, b: SeqInfo) -> SeqInfo:
     dtype = a.dtype if a.dtype == b.dtype else (a.dtype or b.dtype)
     if a.length is not None and a.length == b.length:
         assert a.shapes is not None and b.shapes is not None and a.consts is not None and b.consts is not None
+        if a.elements is b.elements or a.elements == b.elements:
+            return SeqInfo.from_elements(dtype, a.elements)
         shapes = [merge_shapes([x, y]) for x, y in zip(a.shapes, b.shapes)]
         consts = [x if x is not None and y is not None and _same_array(x, y) else None for x, y in zip(a.consts, b.consts)]
         return SeqInfo.of_elements(dtype, shapes, consts)

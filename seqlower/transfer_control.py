@@ -12,7 +12,7 @@ import onnx_ir as ir
 
 from seqlower.errors import ModelError
 from seqlower.irutil import _subgraph, anchored_shape, const_array, loop_runs_all_trips, node_label
-from seqlower.lattice import SeqInfo, join
+from seqlower.lattice import Elements, SeqInfo, join
 from seqlower.splits import STATIC_LENGTH_LIMIT
 
 __all__ = ["ControlFlow"]
@@ -157,7 +157,7 @@ class ControlFlow:
             return i
         if length > STATIC_LENGTH_LIMIT:  # a huge trip count: known only at run time
             return SeqInfo.unknown(st.dtype, st.elem_shape, st.uniform)
-        return dataclasses.replace(st, length=length, shapes=(st.elem_shape,) * length, consts=(None,) * length)
+        return dataclasses.replace(st, length=length, elements=Elements.repeat((st.elem_shape, None), length))
 
     def _t_Scan(self, node: ir.Node, label: str) -> None:
         body = _subgraph(node, "body")
@@ -198,7 +198,7 @@ class ControlFlow:
             if n is None:
                 self._set(out, SeqInfo.unknown(dtype, shape, uniform).with_length_sym(first.length_sym), label)
             else:
-                self._set(out, SeqInfo(dtype, n, (shape,) * n, shape if n else None, uniform and n > 0, (None,) * n), label)
+                self._set(out, SeqInfo.repeated(dtype, n, shape, uniform) if n else SeqInfo.empty(dtype), label)
         # One web (Unrolled needs every input unrolled), but each input and output keeps
         # its own Flat layout: the body may change ranks.
         self._link([*node.inputs, *node.outputs], layout=False)
