@@ -10,7 +10,8 @@ are: each axis's bounds, constants, counted from the front once the dim is known
 (clamped as Slice clamps), and a full axis left out. Without a known dim, bounds from
 the front are compared as written: equal bounds give equal rows whatever the dim, and a
 Split's bounds never pass its dim. The first in node order stays; the others' uses read
-it. Only steps of 1; within one graph (a subgraph's are merged among themselves).
+it; one giving all of the tensor reads the tensor. Only steps of 1; within one graph
+(a subgraph's are merged among themselves).
 Functions and subgraphs included.
 """
 
@@ -41,9 +42,11 @@ class MergeEqualSlicesPass(ir.passes.InPlacePass):
             first = seen.setdefault(id(scope.graph), {})
             merged = 0
             for out, r in zip(node.outputs, rows):
-                if r is None or not r or out is None:
+                if r is None or out is None:
                     continue
-                kept = first.setdefault((x, r), out)
+                # All of x (a Split into one, a Slice of every row): x itself, which tract
+                # takes it for before it merges what reads both (torch fuzz 21836).
+                kept = first.setdefault((x, r), out) if r else x
                 if kept is out or not out.uses() and not out.is_graph_output():
                     continue
                 replace_output(out, kept, scope, names, node, owned=False)
@@ -52,7 +55,7 @@ class MergeEqualSlicesPass(ir.passes.InPlacePass):
                 return None
             if node.op_type == "Slice":
                 scope.graph.remove(node, safe=True)
-            return "Identity", "the same rows as an earlier Slice or Split output: that value read instead (tract)"
+            return "Identity", "the same rows as an earlier Slice or Split output, or all of its input: that value read instead (tract)"
 
         return rewrite_each_node(model, merge)
 
@@ -97,6 +100,8 @@ def _split_rows(node: ir.Node, opset: int) -> list[_Rows | None]:
         if known is None:
             return [None] * len(node.outputs)
         sizes = [int(s) for s in known.reshape(-1)]
+    elif len(node.outputs) == 1:
+        return [frozenset()]  # (all of x, whatever its dims)
     else:
         d = _dim(x, axis)
         if d is None:

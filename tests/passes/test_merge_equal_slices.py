@@ -76,3 +76,26 @@ def test_slices_are_merged_exactly_when_their_rows_are_the_same(first, second, d
         want = Executor(_pair(first, second, dims), backend="reference").run({"x": x}).outputs
         for k in ("y0", "y1"):
             np.testing.assert_array_equal(got[k], want[k])
+
+
+@pytest.mark.parametrize("dims", [[1, 1], ["n", 1]])
+def test_a_split_into_one_is_its_input_and_tract_runs_what_reads_both(dims):
+    """torch fuzz 21836 (dynamo): ``x.split(1, 1)`` of a one-column x, and ``x + 1`` beside
+    ``split[0] + 1``: tract took the Split for x, merged the two Adds, and failed ('eval()
+    called on a Dummy op')."""
+    nodes = [helper.make_node("Split", ["x"], ["part"], axis=1, num_outputs=1),
+             helper.make_node("Add", ["x", "one"], ["a"]), helper.make_node("Add", ["part", "one"], ["b"]),
+             helper.make_node("Split", ["a"], ["a_all"], axis=1, num_outputs=1),
+             helper.make_node("Concat", ["b", "a_all"], ["y"], axis=1)]
+    m = model(nodes, [t("x", FLOAT, dims)],
+              [t("a_all", FLOAT, dims), t("y", FLOAT, [dims[0], 2]), t("a", FLOAT, dims)], opset=18,
+              initializer=[const("one", np.float32(1.0))])
+    x = np.array([[3.0]], np.float32)
+    with pytest.raises(Exception, match="Dummy"):
+        Executor(m, backend="tract").run({"x": x})
+    low = lowered_for(m, "tract")
+    assert "Split" not in [n.op_type for n in low.graph.node]
+    for x in (x, np.arange(3, dtype=np.float32).reshape(3, 1)) if dims[0] == "n" else (x,):
+        got = Executor(low, backend="tract").run({"x": x}).outputs
+        np.testing.assert_array_equal(got["y"], np.concatenate([x + 1, x + 1], 1))
+        np.testing.assert_array_equal(got["a"], x + 1)
