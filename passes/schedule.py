@@ -52,6 +52,7 @@ from seqlower.passes.empty_constants_as_constant_of_shape import EmptyConstantsA
 from seqlower.passes.empty_slices_as_constant_of_shape import EmptySlicesAsConstantOfShapePass
 from seqlower.passes.merge_equal_slices import MergeEqualSlicesPass
 from seqlower.passes.tiles_as_constant_of_shape import TilesAsConstantOfShapePass
+from seqlower.passes.pad_empty_concat_operands import PadEmptyConcatOperandsPass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
@@ -185,6 +186,8 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         # rows, then the same constants, so that the same computations have the same inputs
         final += [MergeEqualSlicesPass(), _DeduplicateInitializersQuietly(), CommonSubexpressionEliminationPass()]
     final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
+    if "concat-after-run-time-empty" in dict(target.quirks):
+        final.append(PadEmptyConcatOperandsPass())  # (after every rewrite, which join by Concat)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "symbolic-value-info" in dict(target.quirks):
@@ -333,6 +336,8 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
             passes.append(GuardZeroTripLoopsPass())
     if "empty-constant" in quirks:
         passes.append(EmptyConstantsAsConstantOfShapePass())  # (folding made them constants again)
+    if "concat-after-run-time-empty" in quirks:
+        passes.append(PadEmptyConcatOperandsPass())  # (what folding left of the operands, again)
     target = load_target(options.target)
     if "Loop" in target.lacks and "Scan" not in target.lacks:
         passes.append(UnrollConstantScansPass(options.max_unroll))  # (as in build_passes' final)

@@ -70,7 +70,7 @@ QUIRK_OPS = {
     "empty-constant-loop-state": "Loop", "loop-assumes-an-iteration": "Loop", "cumsum-reverse-default": "CumSum",
     "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant", "range-step-sign": "Range",
     "cumsum-exclusive-empty": "CumSum", "nonzero-layout": "NonZero",
-    "expand-zero-dim": "Expand", "empty-slice-pushed-up": "Slice", "tile-nop-broadcast": "Tile", "integer-division-by-zero": ("Div", "Mod"),
+    "expand-zero-dim": "Expand", "empty-slice-pushed-up": "Slice", "tile-nop-broadcast": "Tile", "concat-after-run-time-empty": "Concat", "integer-division-by-zero": ("Div", "Mod"),
     "reduce-axes-attribute-ignored": ("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"),
     "no-reduce-18": ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"),
     "reduce-extremes-finite": ("ReduceMax", "ReduceMin"),
