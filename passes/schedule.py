@@ -181,15 +181,17 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "shape-expr" in dict(target.quirks):
         # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
         final.append(ShapesAsTensorsPass())
-    if "duplicate-computations" in dict(target.quirks):
-        # (after every rewrite, which may each write the same computation again): the same
-        # rows, then the same constants, so that the same computations have the same inputs
-        final += [MergeEqualSlicesPass(), _DeduplicateInitializersQuietly(), CommonSubexpressionEliminationPass()]
     final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
     if "concat-after-run-time-empty" in dict(target.quirks):
         final.append(PadEmptyConcatOperandsPass())  # (after every rewrite, which join by Concat)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
     final.append(InferSequenceShapesPass(options.keepdims_policy))
+    if "duplicate-computations" in dict(target.quirks):
+        # (after every rewrite, which may each write the same computation again, and after
+        # the inference, whose dims decide which rows are the same: so a second lowering
+        # finds what the first did): the same rows, then the same constants, so that the
+        # same computations have the same inputs
+        final += [_MergeDuplicates(), CleanUpGraphPass()]  # (the bounds of the Slices merged)
     if "symbolic-value-info" in dict(target.quirks):
         final.append(ForgetIntermediateShapesPass())
     if "static-empty-input" in dict(target.quirks):
@@ -240,6 +242,23 @@ class _DeduplicateInitializersQuietly(DeduplicateInitializersPass):
             return super().call(model)
         finally:
             log.setLevel(level)
+
+
+class _MergeDuplicates(ir.passes.InPlacePass):
+    """The same rows merged, then the same constants and computations, until nothing
+    merges: the Slices of two Shapes of x are the same rows only once CSE made the two
+    Shapes one (so that lowering the lowered model again changes nothing)."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for _ in range(8):
+            changed = False
+            for p in (MergeEqualSlicesPass(), _DeduplicateInitializersQuietly(), CommonSubexpressionEliminationPass()):
+                changed |= p(model).modified
+            modified |= changed
+            if not changed:
+                break
+        return ir.passes.PassResult(model, modified)
 
 
 class Rounds(ir.passes.InPlacePass):

@@ -56,7 +56,9 @@ def test_reverse_sequence_lowers_for_tract(shape, batch_axis, time_axis, lens, d
     ]
     low, report = lower_checked(m, inputs=feeds, target="tract")
     assert "ReverseSequence" not in ops_of(low) and "GatherElements" in ops_of(low)
-    assert [r["how"] for r in report.rewrites] == ["index grid + GatherElements"]
+    # (tract's duplicate-computations may read a Slice of every dim as the dims)
+    assert [r["how"] for r in report.rewrites if not r["how"].endswith("read instead (tract)")] == \
+        ["index grid + GatherElements"]
 
 
 def test_only_targets_that_lack_it_lower_it_and_constants_fold():
