@@ -6,8 +6,8 @@ values its own copy of the elements: 10^8 element copies in the analysis and aga
 the Unrolled lowering, 1.7 GB, time growing as n^1.5 to n^2 (Stage 11). Here a list is a
 treap of runs (an element and how many times it repeats), each node shared by every list
 that holds it: an insert, erase or read at a position costs O(log n) expected, a list of
-n copies of one element is one node, and iterating is O(n). A subclass keeps a summary
-of each subtree (``_summary``/``_combine``), read for the whole list in O(1).
+n copies of one element is one node, and iterating is O(n). (What a whole list needs
+summarized, its shapes' census, ``lattice.Elements`` keeps beside the tree.)
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ _DRAW = random.Random(0).random
 
 
 class _Node:
-    __slots__ = ("left", "right", "item", "count", "size", "prio", "summary")
+    __slots__ = ("left", "right", "item", "count", "size", "prio")
 
-    def __init__(self, left: _Node | None, right: _Node | None, item: Any, count: int, prio: float, summary: Any) -> None:
+    def __init__(self, left: _Node | None, right: _Node | None, item: Any, count: int, prio: float) -> None:
         self.left, self.right, self.item, self.count, self.prio = left, right, item, count, prio
         self.size = count + (left.size if left is not None else 0) + (right.size if right is not None else 0)
-        self.summary = summary
 
 
 class PList(Generic[T]):
@@ -39,19 +38,6 @@ class PList(Generic[T]):
 
     def __init__(self, root: _Node | None = None) -> None:
         self._root = root
-
-    # -- what a subclass summarizes ----------------------------------------------------
-
-    @classmethod
-    def _summary(cls, item: T) -> Any:
-        """The summary of one element (of any number of copies of it)."""
-        return None
-
-    @classmethod
-    def _combine(cls, a: Any, b: Any) -> Any:
-        """The summary of two runs in a row: associative, and idempotent (a run of copies
-        of an element is summarized as one: a join, as the shapes' merge is)."""
-        return None
 
     # -- building ----------------------------------------------------------------------
 
@@ -80,14 +66,14 @@ class PList(Generic[T]):
         def build(i: int) -> _Node | None:
             if i < 0:
                 return None
-            return cls._node(build(lefts[i]), build(rights[i]), runs[i][0], runs[i][1], prios[i])
+            return _Node(build(lefts[i]), build(rights[i]), runs[i][0], runs[i][1], prios[i])
 
         return cls(build(stack[0]) if stack else None)
 
     @classmethod
     def repeat(cls, item: T, n: int) -> PList[T]:
         """``n`` copies of ``item``: one node."""
-        return cls(cls._node(None, None, item, n, _DRAW()) if n > 0 else None)
+        return cls(_Node(None, None, item, n, _DRAW()) if n > 0 else None)
 
     # -- reading -----------------------------------------------------------------------
 
@@ -96,10 +82,6 @@ class PList(Generic[T]):
 
     def __bool__(self) -> bool:
         return self._root is not None
-
-    @property
-    def summary(self) -> Any:
-        return self._root.summary if self._root is not None else None
 
     def __getitem__(self, i: int) -> T:
         n = len(self)
@@ -159,48 +141,21 @@ class PList(Generic[T]):
             raise IndexError(f"index {i} out of range for a list of {len(self)}")
         return type(self)(self._delete(self._root, i))
 
-    def append(self, item: T) -> PList[T]:
-        return self.insert(len(self), item)
-
-    def __add__(self, other: PList[T]) -> PList[T]:
-        return type(self)(self._merge(self._root, other._root))
-
-    def slice(self, start: int, stop: int) -> PList[T]:
-        """Positions ``start`` to ``stop`` (0 <= start <= stop <= len)."""
-        _, right = self._split(self._root, start)
-        middle, _ = self._split(right, stop - start)
-        return type(self)(middle)
-
     # -- the treap ---------------------------------------------------------------------
-
-    _summarized = False  # (a subclass with a summary sets it)
-
-    @classmethod
-    def _node(cls, left: _Node | None, right: _Node | None, item: Any, count: int, prio: float) -> _Node:
-        if not cls._summarized:
-            return _Node(left, right, item, count, prio, None)
-        s = cls._summary(item)
-        if left is not None:
-            s = cls._combine(left.summary, s)
-        if right is not None:
-            s = cls._combine(s, right.summary)
-        return _Node(left, right, item, count, prio, s)
 
     @classmethod
     def _renew(cls, node: _Node, left: _Node | None, right: _Node | None, count: int | None = None) -> _Node:
-        if not cls._summarized:  # (the common case, one call less per level)
-            return _Node(left, right, node.item, node.count if count is None else count, node.prio, None)
-        return cls._node(left, right, node.item, node.count if count is None else count, node.prio)
+        return _Node(left, right, node.item, node.count if count is None else count, node.prio)
 
     @classmethod
     def _insert(cls, node: _Node | None, i: int, item: Any, prio: float) -> _Node:
         """Path copying: the new element sinks to where its priority puts it."""
         if node is None:
-            return cls._node(None, None, item, 1, prio)
+            return _Node(None, None, item, 1, prio)
         left = node.left.size if node.left is not None else 0
         if prio > node.prio or left < i < left + node.count:
             a, b = cls._split(node, i)  # (its place is here, or inside this node's run)
-            return cls._merge(cls._merge(a, cls._node(None, None, item, 1, prio)), b)
+            return cls._merge(cls._merge(a, _Node(None, None, item, 1, prio)), b)
         if i <= left:
             return cls._renew(node, cls._insert(node.left, i, item, prio), node.right)
         return cls._renew(node, node.left, cls._insert(node.right, i - left - node.count, item, prio))
@@ -229,8 +184,8 @@ class PList(Generic[T]):
             a, b = cls._split(node.right, k - left - node.count)
             return cls._renew(node, node.left, a), b
         head = k - left
-        a = cls._node(node.left, None, node.item, head, node.prio)
-        b = cls._node(None, node.right, node.item, node.count - head, node.prio)
+        a = _Node(node.left, None, node.item, head, node.prio)
+        b = _Node(None, node.right, node.item, node.count - head, node.prio)
         return a, b
 
     @classmethod
