@@ -24,7 +24,7 @@ from seqlower.passes._tensor_ops import Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
 
-__all__ = ["batched_plan", "emit_batched", "elementwise_body", "run_batched"]
+__all__ = ["batched_plan", "emit_batched", "elementwise_body", "run_batched", "sliced_plan"]
 
 UNARY = frozenset({
     "Identity", "Cast", "CastLike", "Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Not", "Floor", "Ceil",
@@ -106,6 +106,84 @@ def elementwise_body(body: ir.Graph, batched_inputs: list[ir.Value]) -> set[ir.V
             return None  # an operand that would broadcast the element to another shape
         batched.update(node.outputs)
     return batched if all(v in batched for v in body.outputs) else None
+
+
+def sliced_plan(body: ir.Graph, sliced: ir.Value, axis: int, opset: int) -> dict[ir.Value, int] | None:
+    """Whether ``body`` computes, from a piece of a tensor cut along ``axis`` (its input
+    ``sliced``, the axis kept), the same piece of what it computes from the whole
+    tensor: every op acts on each position along that axis alone (elementwise, with
+    operands of dim 1 there; MatMul by a matrix when the axis is not the one summed;
+    Softmax-like ops and reductions along other axes; Transpose moves it). Then a map over
+    the pieces is the body once on the whole tensor, whatever the pieces' sizes. The axis
+    of each value computed from ``sliced`` (every output is one), or None."""
+    at: dict[ir.Value, int] = {sliced: axis}
+    for node in body:
+        ins = [v for v in node.inputs if v is not None]
+        if not any(v in at for v in ins):
+            continue
+        k = _sliced_axis(node, at, opset)
+        if k is None:
+            return None
+        for v in node.outputs:
+            at[v] = k
+    return at if all(v in at for v in body.outputs) else None
+
+
+def _sliced_axis(node: ir.Node, at: dict[ir.Value, int], opset: int) -> int | None:
+    """Where the cut axis is in ``node``'s output, or None when the node mixes positions
+    along it."""
+    if not is_default_domain(node) or len(node.outputs) != 1 or any(
+            a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+        return None
+    op, x = node.op_type, node.inputs[0]
+    rank = _rank(x)
+    if op in UNARY:
+        return at[x] if x in at and not any(v in at for v in node.inputs[1:] if v is not None) else None
+    if op in ELEMENTWISE:
+        out_rank = _rank(node.outputs[0])
+        if out_rank is None:
+            return None
+        from_right = {_rank(v) - at[v] for v in node.inputs if v is not None and v in at and _rank(v) is not None}  # type: ignore[operator]
+        if len(from_right) != 1 or any(v in at and _rank(v) is None for v in node.inputs if v is not None):
+            return None
+        k = out_rank - from_right.pop()
+        for v in node.inputs:
+            if v is None or v in at:
+                continue
+            r = _rank(v)
+            if r is None:
+                return None
+            if k >= out_rank - r:  # the operand reaches the cut axis: only a dim of 1 broadcasts
+                d = v.shape.dims[k - (out_rank - r)] if v.shape is not None else np.shape(const_array(v))[k - (out_rank - r)]
+                if d != 1:
+                    return None
+        return k
+    if x not in at or any(v in at for v in node.inputs[1:] if v is not None) or rank is None:
+        return None
+    k = at[x]
+    if op == "MatMul":
+        return k if rank >= 2 and k < rank - 1 and _rank(node.inputs[1]) == 2 else None
+    if op in ("Softmax", "LogSoftmax", "Hardmax"):
+        default = -1 if opset >= 13 else 1
+        a = node.attributes["axis"].as_int() if "axis" in node.attributes else default
+        # (before opset 13 the axis cuts the input into a matrix: all axes from it on mix)
+        return k if (a % rank != k if opset >= 13 else k < a % rank) else None
+    if op in REDUCE:
+        axes = _axes(node, opset)
+        if axes == "dynamic":
+            return None
+        if axes is None or axes == []:
+            noop = node.attributes.get("noop_with_empty_axes")
+            axes = [] if noop is not None and noop.as_int() else list(range(rank))
+        reduced = {a % rank for a in axes}  # type: ignore[union-attr]
+        keep = node.attributes["keepdims"].as_int() if "keepdims" in node.attributes else 1
+        if k in reduced:
+            return None
+        return k if keep else k - sum(1 for a in reduced if a < k)
+    if op == "Transpose":
+        perm = list(node.attributes["perm"].as_ints()) if "perm" in node.attributes else list(reversed(range(rank)))
+        return perm.index(k)
+    return None
 
 
 # A node's plan when the body cannot be batched through it.

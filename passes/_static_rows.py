@@ -66,17 +66,22 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
     rank = srcs[0].value.shape.rank() if srcs[0].value.shape is not None else None
     if rank is None:
         return None
-    merge = False  # rows of the sources joined along their next axis: merge axes k, k + 1
+    # Where the sources' axis k goes in the output: rows of the sources (k squeezed) are
+    # joined along the element's axis ``axis``: move k there, then merge it with the next
+    # axis (an axis-1 concat of a batched map's rows: Transpose + Reshape, no Gathers);
+    # stacked (new_axis) at ``axis``: move k there.
+    merge = False
+    to = k
     if squeezed:
-        if new_axis and axis % rank == k:
-            pass
-        elif not new_axis and rank >= 2 and axis % (rank - 1) == k:
-            merge = True
+        if new_axis:
+            to = axis % rank
+        elif rank >= 2:
+            to, merge = axis % (rank - 1), True
         else:
             return None
     elif new_axis or axis % rank != k:
         return None
-    if merge and static_dims(srcs[0].value.shape) is None:
+    if merge and not _mergeable(srcs[0].value.shape, k, to):
         return None
     # The pool, in order of first use: each source once, each loose element (an element
     # of no known source) as it comes; index: where each output row is in the pool.
@@ -135,37 +140,90 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
                          f"{name}_slice")
     else:
         picked = b.op("Gather", [source, b.ints(index, f"{name}_index")], f"{name}_gather", axis=k)
+    if to != k:
+        picked = b.op("Transpose", [picked], f"{name}_moved", perm=_moved(rank, k, to))
     if not merge:
         return picked
-    dims = static_dims(srcs[0].value.shape)
-    assert dims is not None  # checked before anything was emitted
-    target = [*dims[:k], len(index) * dims[k + 1], *dims[k + 2:]]
-    return b.op("Reshape", [picked, b.ints(target, f"{name}_shape")], name)
+    dims = [d for i, d in enumerate(srcs[0].value.shape.dims) if i != k]
+    dims.insert(to, len(index))
+    return b.op("Reshape", [picked, b.ints(_merged_target(dims, to), f"{name}_shape")], name)
+
+
+def _moved(rank: int, k: int, to: int) -> list[int]:
+    """The perm that moves axis ``k`` to ``to``, the others keeping their order."""
+    perm = [i for i in range(rank) if i != k]
+    perm.insert(to, k)
+    return perm
+
+
+def _mergeable(shape: ir.Shape | None, k: int, to: int) -> bool:
+    """Whether the dims of a source (axis k the rows) are known well enough to merge the
+    rows, moved to ``to``, with the axis after them by a constant Reshape target."""
+    if shape is None:
+        return False
+    dims = [d for i, d in enumerate(shape.dims) if i != k]
+    return isinstance(dims[to], int) and _merged_target([*dims[:to], 1, *dims[to:]], to) is not None
+
+
+def _merged_target(dims: list, at: int) -> list[int] | None:
+    """The Reshape target merging axes ``at`` and ``at + 1`` of a tensor of ``dims``:
+    a dim not known before them copied by 0 (the same index), after them only known dims
+    (a 0 there would copy the wrong one); None when that cannot be said."""
+    if not isinstance(dims[at], int) or not isinstance(dims[at + 1], int):
+        return None
+    after = dims[at + 2:]
+    if not all(isinstance(d, int) for d in after):
+        return None
+    if 0 in (dims[at], dims[at + 1], *after) or 0 in dims[:at]:
+        return None  # (without allowzero a 0 copies a dim: empty tensors keep the Concat)
+    before = [d if isinstance(d, int) else 0 for d in dims[:at]]
+    return [*before, dims[at] * dims[at + 1], *after]
 
 
 def stack_rows(items: list[_Elem], b: Builder, name: str) -> ir.Value | None:
     """The elements stacked on a new leading axis in one node, when they are the rows or
-    equal chunks of one tensor along its first axis (None otherwise)."""
+    equal chunks of one tensor along any one axis (None otherwise): a Gather or Reshape,
+    then a Transpose bringing that axis to the front when it is not there already (the
+    Transposes that a batched body then carries to its results cancel there:
+    passes/sink_transposes.py)."""
     srcs = [e.src for e in items]
     if not items or any(s is None for s in srcs):
         return None
     first = srcs[0]
     assert first is not None
-    if any(s.value is not first.value or s.axis != 0 or s.squeezed != first.squeezed for s in srcs):  # type: ignore[union-attr]
+    k = first.axis
+    if any(s.value is not first.value or s.axis != k or s.squeezed != first.squeezed for s in srcs):  # type: ignore[union-attr]
         return None
     x = first.value
+    if x.shape is None:
+        return None
+    rank = x.shape.rank()
     if first.squeezed:
         rows = [s.start for s in srcs]  # type: ignore[union-attr]
-        if rows == list(range(first.size)):
-            return x
-        return b.op("Gather", [x, b.ints(rows, f"{name}_rows")], f"{name}_stack", axis=0)
-    dims = static_dims(x.shape)
+        if rows != list(range(first.size)):
+            x = b.op("Gather", [x, b.ints(rows, f"{name}_rows")], f"{name}_picked", axis=k)
+        return x if k == 0 else b.op("Transpose", [x], f"{name}_stack", perm=_moved(rank, k, 0))
     step = first.stop - first.start
     starts = [s.start for s in srcs]  # type: ignore[union-attr]
-    if dims is None or any(s.stop - s.start != step for s in srcs) or starts != list(  # type: ignore[union-attr]
+    if any(s.stop - s.start != step for s in srcs) or starts != list(  # type: ignore[union-attr]
             range(first.start, first.start + step * len(items), step)):
         return None
-    if first.start != 0 or first.start + step * len(items) != dims[0]:
+    dims = list(x.shape.dims)
+    dims[k] = step * len(items)
+    target = _split_target(dims, k, len(items))
+    if target is None:
+        return None
+    if first.start != 0 or first.start + step * len(items) != x.shape.dims[k]:
         x = b.slice(x, b.ints([first.start], f"{name}_start"), b.ints([first.start + step * len(items)], f"{name}_stop"),
-                    [0], f"{name}_chunks")
-    return b.op("Reshape", [x, b.ints([len(items), step, *dims[1:]], f"{name}_shape")], f"{name}_stack")
+                    [k], f"{name}_chunks")
+    grouped = b.op("Reshape", [x, b.ints(target, f"{name}_shape")], f"{name}_grouped" if k else f"{name}_stack")
+    return grouped if k == 0 else b.op("Transpose", [grouped], f"{name}_stack", perm=_moved(rank + 1, k, 0))
+
+
+def _split_target(dims: list, k: int, n: int) -> list[int] | None:
+    """The Reshape target cutting axis ``k`` of a tensor of ``dims`` into ``n`` equal
+    chunks (the inverse of :func:`_merged_target`, with its conditions)."""
+    if not isinstance(dims[k], int) or dims[k] % n:
+        return None
+    merged = _merged_target([*dims[:k], n, dims[k] // n, *dims[k + 1:]], k)
+    return None if merged is None else [*merged[:k], n, dims[k] // n, *merged[k + 1:]]

@@ -38,6 +38,7 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import (
     Scope,
     inline_graph,
+    inline_map_body,
     replace_output,
 )
 from seqlower.passes.convert import Converter, Proto, WebLoweringPass, convert_if, rule, rules
@@ -50,8 +51,8 @@ from seqlower.analysis import (
     split_squeezes,
 )
 from seqlower.builder import Builder, concat_shape
-from seqlower.passes._batched_map import batched_plan, run_batched
-from seqlower.passes._static_rows import Src, gather_rows, stack_rows, static_dims
+from seqlower.passes._batched_map import batched_plan, run_batched, sliced_plan
+from seqlower.passes._static_rows import Src, gather_rows, stack_rows
 from seqlower.passes._tensor_ops import Ops
 from seqlower.errors import ModelError
 
@@ -105,6 +106,9 @@ class _Lowerer(Converter):
         self.policy = policy
         self.elems: dict[ir.Value, list[Elem]] = {}
         self._materialized: dict[tuple[int, int], ir.Value] = {}
+        # Values a SequenceMap's body computed on whole tensors (_sliced_map): made by this
+        # lowering, so a ConcatFromSequence that is one of them may give it its name.
+        self.made: set[ir.Value] = set()
         # A tensor that is an element read out of a list (SequenceAt): put into a list
         # again, it keeps where it came from.
         self.read_out: dict[ir.Value, Elem] = {}
@@ -339,7 +343,7 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope)
         gathered = gather_rows(items, axis, bool(new_axis), b, base,
                                lambda e: lw.materialize(e, b, f"{base}_loose"))
         if gathered is not None:
-            made = gathered.producer() is not None and gathered.producer() in b.nodes
+            made = gathered.producer() is not None and (gathered.producer() in b.nodes or gathered in lw.made)
             if made and gathered.shape is None:
                 gathered.shape = out.shape
             lw.replace(node, gathered, scope, owned=made)
@@ -357,6 +361,51 @@ def _concat_from_sequence(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope)
     return "Unsqueeze + Concat" if new_axis else "Concat"
 
 
+def _sliced_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, b: Builder) -> bool:
+    """The body once on the tensor the elements were cut from, when they are its pieces
+    along one axis, in order (of any sizes, the axis kept), and every op of the body acts
+    on each position along that axis alone (passes/_batched_map.py's ``sliced_plan``):
+    each output element is then the same piece of the body's result, and a
+    ConcatFromSequence of them that result itself, as a person would write it."""
+    seq_inputs = [(inp, bi) for inp, bi in zip(node.inputs, body.inputs) if inp is not None and lw.analysis.unrolled(inp)]
+    if len(seq_inputs) != 1:
+        return False
+    inp, bi = seq_inputs[0]
+    srcs = [e.src for e in lw.seq(inp)]
+    first = srcs[0] if srcs else None
+    if first is None or first.squeezed or first.value.shape is None:
+        return False
+    if any(s is None or s.value is not first.value or s.axis != first.axis or s.squeezed for s in srcs):
+        return False
+    if any(a.stop != z.start for a, z in zip(srcs, srcs[1:])):  # type: ignore[union-attr]
+        return False
+    plan = sliced_plan(body, bi, first.axis, b.opset)
+    if plan is None:
+        return False
+    x, k, start, stop = first.value, first.axis, first.start, srcs[-1].stop  # type: ignore[union-attr]
+    base = node.outputs[0].name or "map"
+    if start != 0 or stop != first.size:
+        x = b.slice(x, b.ints([start], f"{base}_start"), b.ints([stop], f"{base}_stop"), [k], f"{base}_pieces")
+    value_map: dict[ir.Value, ir.Value | None] = {bi: x}
+    value_map.update({v: i for i, v in zip(node.inputs, body.inputs) if v is not bi})
+    mapped = inline_map_body(body, value_map, b, lw.names)
+    for v, k in plan.items():
+        clone = mapped.get(v)
+        if clone is not None and clone is not x and clone.shape is not None:
+            # (the body's shapes are a piece's: the cut axis is the whole run here)
+            clone.shape = ir.Shape([stop - start if i == k else d for i, d in enumerate(clone.shape.dims)])
+    for out, bo in zip(node.outputs, body.outputs):
+        y = mapped.get(bo, bo)
+        if bo in mapped and y is not x:
+            lw.made.add(y)
+        info = lw.analysis.info.get(out)
+        shapes = info.shapes if info is not None and info.shapes is not None else [None] * len(srcs)
+        lw.elems[out] = [Elem(None, None, shapes[i], y.dtype or bo.dtype,
+                              Src(y, plan[bo], s.start - start, s.stop - start, False, stop - start))  # type: ignore[union-attr]
+                         for i, s in enumerate(srcs)]
+    return True
+
+
 def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, b: Builder) -> bool:
     """The body once on the stacked elements (passes/_batched_map.py), as a person would
     write it, when the elements of each list share one static shape and the body's ops
@@ -366,8 +415,10 @@ def _batched_map(lw: _Lowerer, node: ir.Node, body: ir.Graph, b: Builder) -> boo
     if n == 0:
         return False
     for inp, _ in seq_inputs:
-        shapes = {static_dims(e.shape) for e in lw.seq(inp)}
-        if len(shapes) != 1 or None in shapes:
+        # One shape (a run-time batch dim shared by name is one shape too).
+        shapes = {None if e.shape is None else tuple(e.shape.dims) for e in lw.seq(inp)}
+        if len(shapes) != 1 or None in shapes or any(d is None or isinstance(d, ir.SymbolicDim) and d.value is None
+                                                      for d in next(iter(shapes))):  # type: ignore[union-attr]
             return False
     plan = batched_plan(body, [bi for _, bi in seq_inputs], b.opset)
     if plan is None:
@@ -398,6 +449,8 @@ def _sequence_map(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
     first = lw.seq(node.inputs[0])
     n = len(first)
+    if n and _sliced_map(lw, node, body, b):
+        return f"the body once on the tensor the {n} elements are pieces of"
     if _batched_map(lw, node, body, b):
         return f"the body once on the {n} stacked elements (batched)"
     outs: list[list[Elem]] = [[] for _ in node.outputs]

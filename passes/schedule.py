@@ -55,6 +55,7 @@ from seqlower.passes.tiles_as_constant_of_shape import TilesAsConstantOfShapePas
 from seqlower.passes.pad_empty_concat_operands import PadEmptyConcatOperandsPass
 from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
 from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
+from seqlower.passes.sink_transposes import SinkTransposesPass
 from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
 from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
 from seqlower.passes.split_to_slices import SplitToSlicesPass
@@ -141,8 +142,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
         relevant=relevant_ops(target.lacks, dict(target.quirks)),
     )
 
-    # onnxruntime stacks string scan outputs wrong; every target gets them carried.
-    final: list[ir.passes.PassBase] = [CarryStringScansPass()]
+    # onnxruntime stacks string scan outputs wrong; every target gets them carried. The
+    # Transposes a batched map over a list cut along another axis writes cancel.
+    final: list[ir.passes.PassBase] = [CarryStringScansPass(), SinkTransposesPass()]
     if "Loop" in target.lacks and "Scan" not in target.lacks:
         # A Loop made a Scan before its trip count was found constant (tract fails such a
         # Scan given no rows); before the rewrites below, which make Scans of their own.

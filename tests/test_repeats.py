@@ -98,7 +98,7 @@ def test_equal_blocks_are_lowered_once_and_copied(monkeypatch):
     # Each copy is named after its own block's values, and reads its own weight.
     by_out = {o: n for n in low.graph.node for o in n.output}
     for b in range(8):
-        assert by_out[f"y{b}"].op_type == "Reshape"
+        assert by_out[f"y{b}"].op_type == "Relu"  # (row chunks of a row-wise body: the body on the whole, no Reshape)
         assert any(f"w{b}" in n.input for n in low.graph.node if n.op_type == "MatMul")
 
 
@@ -122,9 +122,10 @@ def test_different_constants_make_different_templates(monkeypatch):
     low, report, subs = _lower(m, monkeypatch)
     assert sorted(subs) == [1, 3, 3]
     _equivalent(m, low)
-    # Splits of 4 rows stack [4, 4, 6]; of 2 rows, [8, 2, 6].
-    shapes = {tuple(numpy_helper.to_array(t)) for t in low.graph.initializer if t.data_type == TensorProto.INT64}
-    assert {(4, 4, DIM), (8, 2, DIM)} <= shapes
+    # Two templates (their split constants differ), each lowered to the body on the
+    # whole input (row chunks of a row-wise body): one MatMul a block, no Reshape.
+    ops = [n.op_type for n in low.graph.node]
+    assert ops.count("MatMul") == 8 and "Reshape" not in ops
 
 
 def test_blocks_that_share_a_weight(monkeypatch):

@@ -100,11 +100,74 @@ def _chain_block(body_nodes, opset: int = 17):
 
 
 @pytest.mark.parametrize("opset", [17, 18, 21])
-def test_a_static_map_runs_its_body_once_on_the_stacked_elements(opset):
+def test_a_map_over_row_chunks_of_a_row_wise_body_is_the_body_on_the_whole(opset):
+    # MatMul by a matrix and Relu act on each row alone: the chunks' map is the body on x.
     m = _chain_block([helper.make_node("MatMul", ["e", "w"], ["h"]), helper.make_node("Relu", ["h"], ["o"])], opset)
     low, report = lower_checked(m, backends=BACKENDS)
-    assert sorted(ops_of(low)) == ["MatMul", "Relu", "Reshape", "Reshape"]
-    assert any("batched" in r["how"] for r in report.rewrites), report.rewrites
+    assert ops_of(low) == ["MatMul", "Relu"]
+    assert any("pieces" in r["how"] for r in report.rewrites), report.rewrites
+
+
+def _axis_chain(sizes: list[int], axis: int, body_nodes, elem: list, x_dims: list, opset: int = 18):
+    fn = body(body_nodes, [t("e", FLOAT, elem)], [t("o", FLOAT, elem)])
+    nodes = [helper.make_node("SplitToSequence", ["x", "sizes"], ["s"], axis=axis),
+             helper.make_node("SequenceMap", ["s"], ["m"], body=fn),
+             helper.make_node("ConcatFromSequence", ["m"], ["c"], axis=axis),
+             helper.make_node("Add", ["x", "c"], ["y"])]
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((elem[-1], elem[-1])).astype(np.float32) if isinstance(elem[-1], int) else None
+    inits = [const("sizes", np.array(sizes, np.int64))] + ([const("w", w)] if w is not None else [])
+    return model(nodes, [t("x", FLOAT, x_dims)], [t("y", FLOAT, x_dims)], opset=opset, initializer=inits)
+
+
+@pytest.mark.parametrize("axis", [1, -1])
+def test_a_chain_cut_along_the_last_axis_is_reshape_body_reshape(axis):
+    # Stage 11's axis-1 chain: was Split, 4 Unsqueeze, Concat, MatMul, Relu, 4 Gather, Concat.
+    m = _axis_chain([5, 5, 5, 5], axis, [helper.make_node("MatMul", ["e", "w"], ["h"]), helper.make_node("Relu", ["h"], ["o"])],
+                    [3, 5], [3, 20])
+    low, _ = lower_checked(m, backends=BACKENDS)
+    assert ops_of(low) == ["Reshape", "MatMul", "Relu", "Reshape", "Add"]
+
+
+def test_a_chain_cut_along_the_last_axis_with_a_run_time_batch_is_reshape_body_reshape():
+    m = _axis_chain([5, 5, 5, 5], 1, [helper.make_node("MatMul", ["e", "w"], ["h"]), helper.make_node("Relu", ["h"], ["o"])],
+                    ["batch", 5], ["batch", 20])
+    low, _ = lower_checked(m, backends=BACKENDS, dims={"batch": 3})
+    assert ops_of(low) == ["Reshape", "MatMul", "Relu", "Reshape", "Add"]
+
+
+def test_unequal_pieces_of_an_elementwise_body_are_the_body_on_the_whole():
+    m = _axis_chain([2, 7, 11], 1, [helper.make_node("Tanh", ["e"], ["h"]), helper.make_node("Neg", ["h"], ["o"])],
+                    [3, None], [3, 20])
+    low, _ = lower_checked(m, backends=BACKENDS)
+    assert ops_of(low) == ["Tanh", "Neg", "Add"]
+
+
+def test_unequal_row_pieces_of_a_softmax_over_columns_are_one_softmax():
+    m = _axis_chain([1, 2], 0, [helper.make_node("Softmax", ["e"], ["o"], axis=-1)], [None, 4], [3, 4])
+    low, _ = lower_checked(m, backends=BACKENDS)
+    assert ops_of(low) == ["Softmax", "Add"]
+
+
+def test_a_softmax_along_the_cut_axis_is_not_one_softmax():
+    # Softmax over each piece's rows is not the softmax over all rows: per piece.
+    m = _axis_chain([1, 2], 0, [helper.make_node("Softmax", ["e"], ["o"], axis=0)], [None, 4], [3, 4])
+    low, _ = lower_checked(m, backends=BACKENDS)
+    assert ops_of(low).count("Softmax") == 2
+
+
+def test_columns_unbound_and_stacked_back_run_the_body_between_two_transposes():
+    # Each element is a column (keepdims=0 along the last axis): the body acts along x's
+    # rows, so the columns go to the front once and come back once.
+    fn = body([helper.make_node("MatMul", ["e", "w"], ["h"]), helper.make_node("Relu", ["h"], ["o"])],
+              [t("e", FLOAT, [4])], [t("o", FLOAT, [4])])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=0),
+             helper.make_node("SequenceMap", ["s"], ["m"], body=fn),
+             helper.make_node("ConcatFromSequence", ["m"], ["y"], axis=1, new_axis=1)]
+    m = model(nodes, [t("x", FLOAT, [4, 6])], [t("y", FLOAT, [4, 6])],
+              initializer=[const("w", np.random.default_rng(2).standard_normal((4, 4)).astype(np.float32))])
+    low, _ = lower_checked(m, backends=BACKENDS)
+    assert ops_of(low) == ["Transpose", "MatMul", "Relu", "Transpose"]
 
 
 def test_a_static_map_whose_body_does_not_batch_is_inlined_per_element():
