@@ -33,7 +33,8 @@ _MIN_INPUTS = {"Loop": 2}
 
 class CleanUpGraphPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = removed = RemoveUnusedNodesPass()(model).modified
+        dead = sum(_remove_dead_nodes(g) for g in (model.graph, *(f.graph for f in model.functions.values())))
+        modified = removed = RemoveUnusedNodesPass()(model).modified or dead > 0
         # Only a removal leaves reads behind; a walk per removal round, not per clean-up.
         while removed and _drop_reads_from_removed_bodies(model):
             removed = RemoveUnusedNodesPass()(model).modified
@@ -41,6 +42,29 @@ class CleanUpGraphPass(ir.passes.InPlacePass):
         modified |= TopologicalSortPass()(model).modified
         modified |= _name_constant_tensors(model)
         return ir.passes.PassResult(model, modified)
+
+
+def _remove_dead_nodes(graph: ir.Graph) -> int:
+    """Remove the nodes nothing reads (in this graph and the subgraphs of what stays), in
+    one ``Graph.remove`` per graph. onnx_ir's RemoveUnusedNodesPass removes them one by
+    one, and each ``remove`` copies the graph's outputs into a set: quadratic in a region
+    of 2,500 blocks with 2,500 outputs (0.9 s of a 10,000-node chain's lowering). That
+    pass still runs after, for the initializers, inputs and optional outputs."""
+    outputs = frozenset(graph.outputs)
+    dead: set[ir.Node] = set()
+    count = 0
+    for node in reversed(graph):  # (readers before what they read)
+        if all(v not in outputs and all(u.node in dead for u in v.uses()) for v in node.outputs):
+            dead.add(node)
+            continue
+        for sub in subgraphs(node):
+            count += _remove_dead_nodes(sub)
+    for node in dead:
+        for i in range(len(node.inputs)):
+            node.replace_input_with(i, None)
+    if dead:
+        graph.remove(dead)
+    return count + len(dead)
 
 
 def _name_constant_tensors(model: ir.Model) -> bool:

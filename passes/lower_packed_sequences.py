@@ -67,6 +67,9 @@ class Packed:
     home: ir.Graph | ir.Function | None = None
     after: ir.Node | None = None
     derived: dict[str, ir.Value] = field(default_factory=dict)
+    # The length where the analysis knows it (a run-time position into a list of known
+    # length): counted by a constant, not by Shape + Gather of the data at each edit.
+    length: int | None = None
 
     @property
     def tensors(self) -> list[ir.Value]:
@@ -167,7 +170,9 @@ class _Lowerer(Converter):
         source = data if lengths is None else lengths
         p = source.producer()
         home = p.graph if p is not None else (source.graph if source.is_graph_input() else None)
-        self.seqs[v] = Packed(data, lengths, axis, home, p)
+        info = self.analysis.info.get(v)
+        length = info.length if info is not None and isinstance(info.length, int) else None
+        self.seqs[v] = Packed(data, lengths, axis, home, p, length=length)
         return self.seqs[v]
 
     def length_dim(self, v: ir.Value) -> str | None:
@@ -233,6 +238,8 @@ class _Lowerer(Converter):
         return v
 
     def count(self, ps: Packed, o: Ops, name: str) -> ir.Value:
+        if ps.length is not None:
+            return o.scalar(ps.length)
         source = ps.data if ps.lengths is None else ps.lengths
         base = source.name or name
         return self._derive(ps, "count", o, lambda d: d.op("Gather", [d.shape(source, f"{base}_dims"), d.scalar(0)], f"{base}_count", dtype=INT64, shape=[]))
