@@ -16,7 +16,7 @@ from seqlower.builder import Builder, NameAuthority, ai_onnx_opset, subgraphs
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "named_copy", "take_over", "take_places", "hand_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "named_copy", "take_over", "take_places", "hand_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "visit_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 
@@ -325,6 +325,26 @@ def inline_map_body(body: ir.Graph, value_map: dict[ir.Value, ir.Value | None], 
         assert init.const_value is not None
         value_map[init] = b.constant(init.const_value.numpy(), f"{init.name}")
     return inline_graph(body, value_map, b, names, "map")
+
+
+def visit_each_node(model: ir.Model, visit: Callable[[ir.Node, Scope, NameAuthority], bool]) -> bool:
+    """Call ``visit(node, scope, names)`` on every node still in its graph, a node's
+    subgraphs before the node; whether any call changed the model (a clean-up's walk:
+    nothing goes into the report)."""
+    names = NameAuthority(model)
+    modified = False
+
+    def walk(scope: Scope) -> None:
+        nonlocal modified
+        for node in list(scope.graph):
+            for sub in subgraph_scopes(node, scope):
+                walk(sub)
+            if node.graph is scope.graph:  # (an earlier visit may have removed it)
+                modified |= visit(node, scope, names)
+
+    for scope in walk_scopes(model):
+        walk(scope)
+    return modified
 
 
 def rewrite_each_node(

@@ -21,7 +21,7 @@ import onnx_ir as ir
 
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
-from seqlower.passes._rewrite import Scope, replace_output, subgraph_scopes, walk_scopes
+from seqlower.passes._rewrite import Scope, replace_output, visit_each_node
 
 __all__ = ["DropEmptyConcatOperandsPass"]
 
@@ -30,19 +30,7 @@ class DropEmptyConcatOperandsPass(ir.passes.InPlacePass):
     """A clean-up, not a rewrite for a target: nothing goes into the report."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        names = NameAuthority(model)
-        modified = False
-
-        def walk(scope: Scope) -> None:
-            nonlocal modified
-            for node in list(scope.graph):
-                for sub in subgraph_scopes(node, scope):
-                    walk(sub)
-                modified |= _drop(node, scope, names)
-
-        for scope in walk_scopes(model):
-            walk(scope)
-        return ir.passes.PassResult(model, modified)
+        return ir.passes.PassResult(model, visit_each_node(model, _drop))
 
 
 def _drop(node: ir.Node, scope: Scope, names: NameAuthority) -> bool:

@@ -27,7 +27,7 @@ import onnx_ir as ir
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
 from seqlower.passes._batched_map import ELEMENTWISE, UNARY
-from seqlower.passes._rewrite import Scope, walk_scopes, subgraph_scopes
+from seqlower.passes._rewrite import Scope, visit_each_node
 
 __all__ = ["SinkTransposesPass"]
 
@@ -37,20 +37,11 @@ _REDUCE_ATTR_AXES_UNTIL = {"ReduceSum": 13}  # (others: axes an attribute until 
 
 class SinkTransposesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        names = NameAuthority(model)
-        modified = False
+        return ir.passes.PassResult(model, visit_each_node(model, _visit))
 
-        def walk(scope: Scope) -> None:
-            nonlocal modified
-            for node in list(scope.graph):
-                for sub in subgraph_scopes(node, scope):
-                    walk(sub)
-                if node.graph is scope.graph and _is_transpose(node):
-                    modified |= _sink(node, scope, names)
 
-        for scope in walk_scopes(model):
-            walk(scope)
-        return ir.passes.PassResult(model, modified)
+def _visit(node: ir.Node, scope: Scope, names: NameAuthority) -> bool:
+    return _is_transpose(node) and _sink(node, scope, names)
 
 
 def _is_transpose(node: ir.Node) -> bool:
