@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from seqlower.builder import Builder
 
-__all__ = ["Src", "gather_rows", "stack_rows", "static_dims"]
+__all__ = ["Src", "gather_rows", "stack_rows", "static_dims", "take_rows"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,23 @@ class _Elem(Protocol):
     const: np.ndarray | None
     shape: ir.Shape | None
     src: Src | None
+
+
+def take_rows(b: Builder, x: ir.Value, index: int | list[int], axis: int, rank: int, name: str) -> ir.Value:
+    """``x``'s rows at ``index`` along ``axis`` (an int: that row, the axis gone), as
+    Gather does. Strings by Slice, or by GatherND along the front: onnxruntime 1.31's
+    Gather copies one string per row and leaves the rest empty (quirk
+    "string-gather-rows", every target: the lowered model must run there too)."""
+    if x.dtype != ir.DataType.STRING:
+        return b.op("Gather", [x, b.constant(np.array(index, np.int64), f"{name}_at")], name, axis=axis)
+    if isinstance(index, int) or index == list(range(index[0], index[0] + len(index))):
+        first = index if isinstance(index, int) else index[0]
+        stop = first + (1 if isinstance(index, int) else len(index))
+        rows = b.slice(x, b.ints([first], f"{name}_start"), b.ints([stop], f"{name}_stop"), [axis], f"{name}_rows")
+        return b.squeeze(rows, [axis], name) if isinstance(index, int) else rows
+    front = x if axis == 0 else b.op("Transpose", [x], f"{name}_front", perm=_moved(rank, axis, 0))
+    picked = b.op("GatherND", [front, b.constant(np.array(index, np.int64)[:, None], f"{name}_at")], f"{name}_picked")
+    return picked if axis == 0 else b.op("Transpose", [picked], name, perm=_moved(rank, 0, axis))
 
 
 def static_dims(shape: ir.Shape | None) -> tuple[int, ...] | None:
@@ -139,7 +156,7 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
         picked = b.slice(source, b.ints([index[0]], f"{name}_start"), b.ints([index[-1] + 1], f"{name}_stop"), [k],
                          f"{name}_slice")
     else:
-        picked = b.op("Gather", [source, b.ints(index, f"{name}_index")], f"{name}_gather", axis=k)
+        picked = take_rows(b, source, index, k, rank, f"{name}_gather")
     if to != k:
         picked = b.op("Transpose", [picked], f"{name}_moved", perm=_moved(rank, k, to))
     if not merge:
@@ -201,7 +218,7 @@ def stack_rows(items: list[_Elem], b: Builder, name: str) -> ir.Value | None:
     if first.squeezed:
         rows = [s.start for s in srcs]  # type: ignore[union-attr]
         if rows != list(range(first.size)):
-            x = b.op("Gather", [x, b.ints(rows, f"{name}_rows")], f"{name}_picked", axis=k)
+            x = take_rows(b, x, rows, k, rank, f"{name}_picked")
         return x if k == 0 else b.op("Transpose", [x], f"{name}_stack", perm=_moved(rank, k, 0))
     step = first.stop - first.start
     starts = [s.start for s in srcs]  # type: ignore[union-attr]

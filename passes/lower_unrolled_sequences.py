@@ -52,7 +52,7 @@ from seqlower.analysis import (
 )
 from seqlower.builder import Builder, concat_shape
 from seqlower.passes._batched_map import batched_plan, run_batched, sliced_plan
-from seqlower.passes._static_rows import Src, gather_rows, stack_rows
+from seqlower.passes._static_rows import Src, gather_rows, stack_rows, take_rows
 from seqlower.passes._tensor_ops import Ops
 from seqlower.errors import ModelError
 
@@ -159,8 +159,9 @@ class _Lowerer(Converter):
                 assert e.src is not None
                 s = e.src
                 if s.squeezed:
-                    v = b.op("Gather", [s.value, b.constant(np.array(s.start, np.int64), f"{name}_at")], name,
-                             shape=e.shape, axis=s.axis)
+                    rank = s.value.shape.rank() if s.value.shape is not None else (e.shape.rank() + 1 if e.shape is not None else 0)
+                    v = take_rows(b, s.value, s.start, s.axis, rank, name)
+                    v.shape = e.shape
                 else:
                     v = b.slice(s.value, b.ints([s.start], f"{name}_start"), b.ints([s.stop], f"{name}_stop"), [s.axis],
                                 name)
