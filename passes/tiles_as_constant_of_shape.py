@@ -8,7 +8,11 @@ does not compile, at any input shape (torch fuzz seed 19476: the padding of a Re
 before allowzero, opset 13, where a list's rows were computed from x's dims). An Expand
 of the same fails the same way; ``ConstantOfShape(missing)`` with the constant as its
 value is the same tensor (every dim of the constant is 1, so the result's dims are the
-repeats) and compiles. Strings stay (OpenVINO has none), and element types
+repeats) and compiles. Repeats computed at run time are clamped at 0 first (a no-op:
+Tile refuses negative repeats): OpenVINO bounds a ConstantOfShape's shape from what
+computes it and refuses one whose lower bound is below 0 ("Value for partial shape
+evaluation can't be lower than zero", torch fuzz seed 22066: the pad of a Reshape before
+allowzero, ``need - have``). Strings stay (OpenVINO has none), and element types
 ConstantOfShape takes only from a later opset. Functions and subgraphs included.
 """
 
@@ -33,6 +37,14 @@ _OPSET_20_TYPES = _OPSET_9_TYPES | {ir.DataType.BFLOAT16, ir.DataType.FLOAT8E4M3
                                     ir.DataType.FLOAT8E5M2, ir.DataType.FLOAT8E5M2FNUZ}
 
 
+def clamped(repeats: ir.Value, o: Ops, opset: int, base: str) -> ir.Value:
+    """``max(repeats, 0)``, so that OpenVINO bounds the shape at 0 from below."""
+    if opset >= 12:  # (Max of int64 from opset 12)
+        return o.op("Max", [repeats, o.ints([0])], f"{base}_repeats", dtype=repeats.dtype, shape=repeats.shape)
+    negative = o.op("Less", [repeats, o.ints([0])], f"{base}_negative", dtype=ir.DataType.BOOL, shape=repeats.shape)
+    return o.op("Where", [negative, o.ints([0]), repeats], f"{base}_repeats", dtype=repeats.dtype, shape=repeats.shape)
+
+
 class TilesAsConstantOfShapePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         return rewrite_each_node(model, _rewrite)
@@ -49,8 +61,11 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
         return None
     out = node.outputs[0]
     value = ir.tensor(np.asarray(one).reshape(1), dtype=dtype)
-    made = Ops(scope.builder(node, names)).op("ConstantOfShape", [node.inputs[1]], f"{out.name or 'tile'}_filled",
-                                              dtype=dtype, shape=out.shape, value=value)
+    o = Ops(scope.builder(node, names))
+    repeats = node.inputs[1]
+    if const_array(repeats) is None:
+        repeats = clamped(repeats, o, scope.opset, out.name or "tile")
+    made = o.op("ConstantOfShape", [repeats], f"{out.name or 'tile'}_filled", dtype=dtype, shape=out.shape, value=value)
     replace_output(out, made, scope, names, node, owned=True)
     scope.graph.remove(node, safe=True)
     return "ConstantOfShape", "a Tile of a one-element constant made by ConstantOfShape of its repeats (OpenVINO)"

@@ -33,6 +33,11 @@ an output with the input's shape where the program returns a list element of ano
   ``if``, an If output [2, n, 1]. OpenVINO read garbage from it two ops further on (no
   error); the lowering for openvino runs an If with any run-time dim as a select, not only
   one with a run-time first dim (quirk if-run-time-shape).
+- 22066 (TorchScript, opset 13, static): ``torch.cat([x[i:i+1] * 2.0 * (i + 1) ...] +
+  [x.sum(0, keepdim=True)], 0)``. Lowered for OpenVINO, the padding of a Reshape before
+  allowzero made by ConstantOfShape (19476's fix) of ``need - have`` did not load
+  ("Value for partial shape evaluation can't be lower than zero"): its shape is clamped
+  at 0 now (a no-op at run time).
 
 PyTorch's numbers are written out below from the programs (x's values do not matter)."""
 
@@ -177,6 +182,11 @@ def _torch_20561(x: np.ndarray) -> dict[str, np.ndarray]:
             "y1": np.stack([x[:, 0], x[:, 1], np.maximum(x, 0).sum(1) * np.float32(0.0), x.sum(1)], 1)}
 
 
+def _torch_22066(x: np.ndarray) -> dict[str, np.ndarray]:
+    rows = [x[i : i + 1] * np.float32(2.0) * np.float32(i + 1) for i in range(x.shape[0])]
+    return {"y0": np.concatenate(rows + [x.sum(0, keepdims=True)], 0)}
+
+
 def _before_the_fix(name: str, patch: pytest.MonkeyPatch) -> None:
     """The lowering for openvino as it was before each export's fix."""
     import onnx_ir as ir
@@ -189,6 +199,10 @@ def _before_the_fix(name: str, patch: pytest.MonkeyPatch) -> None:
 
     if name.startswith("19476"):
         patch.setattr(schedule, "TilesAsConstantOfShapePass", Kept)
+    elif name.startswith("22066"):
+        from seqlower.passes import tiles_as_constant_of_shape
+
+        patch.setattr(tiles_as_constant_of_shape, "clamped", lambda repeats, *_: repeats)
     else:
         def first_dim_only(node):  # the rule before: a run-time first dim
             return not ifs_to_selects.is_zero_trip_guard(node) and any(
@@ -198,19 +212,21 @@ def _before_the_fix(name: str, patch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("name, truth", [("19476_torchscript-op13-all-nofold.onnx", _torch_19476),
-                                         ("20561_torchscript-op18-batch.onnx", _torch_20561)])
+                                         ("20561_torchscript-op18-batch.onnx", _torch_20561),
+                                         ("22066_torchscript-op13-none-keepinit-nofold.onnx", _torch_22066)])
 def test_exports_openvino_failed_once_lowered_run_there_now(name, truth, monkeypatch):
     from tests.helpers import lowered_for
 
     source = onnx.load(DATA / name)
-    xs = [np.random.default_rng(k).standard_normal(dims).astype(np.float32) + 1 for k, dims in enumerate([(3, 2), (4, 2)])]
+    shapes = [(5, 3)] if name.startswith("22066") else [(3, 2), (4, 2)]  # (22066: exported static)
+    xs = [np.random.default_rng(k).standard_normal(dims).astype(np.float32) + 1 for k, dims in enumerate(shapes)]
     with monkeypatch.context() as patch:
         _before_the_fix(name, patch)
         before = lowered_for(source, "openvino")
     try:
         got = Executor(before, backend="openvino").run({"x": xs[0]}).outputs
     except Exception as e:  # noqa: BLE001 - failing to compile is the other way it went wrong
-        assert "EliminateNopBroadcast" in str(e)
+        assert "EliminateNopBroadcast" in str(e) or "lower than zero" in str(e)
     else:
         assert any(not np.allclose(got[k], v) for k, v in truth(xs[0]).items())
     low = lowered_for(source, "openvino")

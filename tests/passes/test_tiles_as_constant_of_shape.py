@@ -57,3 +57,15 @@ def test_tiles_of_more_than_one_element_and_types_the_opset_lacks_stay():
                   [t("x", FLOAT, ["n"])], [t("pad", bf16, [None])], opset=opset,
                   initializer=[helper.make_tensor("fill", bf16, [1], [16256])])  # (1.0)
         assert ("Tile" in ops_of(lowered_for(m, "openvino"))) == kept
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_computed_repeats_are_clamped_at_zero_before_constant_of_shape(opset):
+    # (torch fuzz seed 22066: OpenVINO refuses a ConstantOfShape whose shape it bounds
+    # below 0; Max from opset 12, Where before it.)
+    m = _padded(np.array([0.0], np.float32), opset=opset)
+    low = lowered_for(m, "openvino")
+    assert ("Max" in ops_of(low)) == (opset >= 12) and "ConstantOfShape" in ops_of(low)
+    for n in (1, 4):
+        got = Executor(low, backend="openvino").run({"x": np.zeros(n, np.float32)}).outputs["pad"]
+        np.testing.assert_array_equal(got, np.zeros(n - 1, np.float32))
