@@ -23,7 +23,7 @@ import onnx_ir as ir
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
 from seqlower.passes._rewrite import Scope, rewrite_each_node
-from seqlower.passes._tensor_ops import INT64, Ops
+from seqlower.passes._tensor_ops import Ops
 from seqlower.passes.guard_zero_trip_loops import sizing_shape
 from seqlower.passes.squeezes_as_reshapes import reshape_to_index
 
@@ -70,14 +70,7 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
     # Which dims are 1 is known only to OpenVINO: the input is sliced to a Where of its
     # own shape (a no-op at run time), after which OpenVINO knows none, and transposes.
     o = Ops(scope.builder(node, names))
-    base = node.name or "transpose"
-    shape = o.shape(x, f"{base}_in_dims")
-    always = o.op("Greater", [o.op("Size", [x], f"{base}_in_size", dtype=INT64, shape=[]), o.scalar(-1)],
-                  f"{base}_always", dtype=ir.DataType.BOOL, shape=[])
-    ends = o.op("Where", [always, shape, o.shape(x, f"{base}_in_dims_1")], f"{base}_in_ends", dtype=INT64, shape=[len(dims)])
-    unknown = o.slice(x, o.ints([0] * len(dims)), ends, list(range(len(dims))), f"{base}_in")
-    unknown.type, unknown.shape = x.type, x.shape
-    node.replace_input_with(0, unknown)
+    node.replace_input_with(0, o.shape_hidden(x, len(dims), node.name or "transpose"))
     return "Transpose", "its input's dims of 1 made unknown to OpenVINO, which otherwise reshapes it (OpenVINO)"
 
 
