@@ -61,17 +61,34 @@ def _pick(rng: np.random.Generator, options: list):
 # -- chain ------------------------------------------------------------------------------------
 
 
-def chain(seed: int, nodes: int) -> Member:
-    rng = np.random.default_rng(seed)
+@dataclass
+class _Chain:
+    """One chain member's draw."""
+
+    dims: list[int]
+    axis: int
+    written_axis: int  # (as the model says it: negative or not)
+    split: str
+    sizes: list[int]
+    acts_on: int  # the element's last axis, in x's axes: the body acts along it only
+    body: str
+    weight: str
+    residual: bool
+    elem: int
+
+    @property
+    def squeezed(self) -> bool:
+        return self.split == "ones-squeezed"
+
+
+def _draw_chain(rng: np.random.Generator) -> _Chain:
     rank = _pick(rng, [2, 3])
     dims = [_pick(rng, [32, 64]), 200] if rank == 2 else [_pick(rng, [2, 4]), 32, 120]
     axis = int(rng.integers(rank))
     split = _pick(rng, ["scalar", "equal", "unequal", "ones-kept", "ones-squeezed"])
     if split.startswith("ones") and dims[axis] > 16:
         dims[axis] = 16  # (chunks of 1: a list as long as the dim, unrolled)
-    last = rank - 1
-    # The element's last axis, in x's axes: the body acts along it only.
-    acts_on = last - 1 if split == "ones-squeezed" and axis == last else last
+    acts_on = rank - 2 if split == "ones-squeezed" and axis == rank - 1 else rank - 1
     body = _pick(rng, ["matmul", "softmax", "elementwise"])
     if split == "unequal" and axis == acts_on and body != "elementwise":
         body = "elementwise"  # (a matrix per chunk size, a softmax per chunk: not one body)
@@ -90,68 +107,74 @@ def chain(seed: int, nodes: int) -> Member:
         while dims[axis] % n:
             n //= 2
         sizes = [dims[axis] // n] * n
-    elif split == "unequal" and dims[axis] >= 3:
+    elif split == "unequal":
         cut = sorted(int(c) for c in rng.choice(np.arange(1, dims[axis]), size=2, replace=False))
         sizes = [cut[0], cut[1] - cut[0], dims[axis] - cut[1]]
     else:
         sizes = [1] * dims[axis]
-    squeezed = split == "ones-squeezed"
-    per_block = 4 if residual else 3
-    blocks = max(1, nodes // per_block)
-    np_t = _NP[elem]
-    elem_dims = [d for i, d in enumerate(dims) if not (squeezed and i == axis)]
-    width = elem_dims[-1] if not (axis == acts_on and not squeezed) else sizes[0]
+    return _Chain(dims, axis, written_axis, split, sizes, acts_on, body, weight, residual, elem)
+
+
+def _chain_nodes(d: _Chain, b: int, prev: str, w: str, width: int) -> list[onnx.NodeProto]:
+    """Block ``b``'s SplitToSequence -> SequenceMap -> ConcatFromSequence."""
+    wn = "wi" if d.weight == "input" else w
+    if d.body == "elementwise":
+        ops = [helper.make_node("Mul", ["e", wn], ["m"]), helper.make_node("Tanh", ["m"], ["o"])]
+    elif d.body == "matmul":
+        ops = [helper.make_node("MatMul", ["e", wn], ["m"]), helper.make_node("Relu", ["m"], ["o"])]
+    else:
+        ops = [helper.make_node("MatMul", ["e", wn], ["m"]), helper.make_node("Softmax", ["m"], ["o"], axis=-1)]
+    elem_dims = [dim for i, dim in enumerate(d.dims) if not (d.squeezed and i == d.axis)]
+    elem_shape = [dim if not (i == d.axis and not d.squeezed) else None for i, dim in enumerate(elem_dims)]
+    ins = [helper.make_tensor_value_info("e", d.elem, elem_shape)]
+    if d.weight == "input":
+        ins.append(helper.make_tensor_value_info("wi", d.elem, [] if d.body == "elementwise" else [width, width]))
+    g = helper.make_graph(ops, f"block{b}", ins, [helper.make_tensor_value_info("o", d.elem, elem_shape)])
+    split_in = [prev] + (["step"] if d.split == "scalar" else ["sizes"] if d.split in ("equal", "unequal") else [])
+    split_attrs = {"axis": d.written_axis}
+    if d.split.startswith("ones"):
+        split_attrs["keepdims"] = 0 if d.squeezed else 1
+    return [helper.make_node("SplitToSequence", split_in, [f"s{b}"], **split_attrs),
+            helper.make_node("SequenceMap", [f"s{b}"] + ([w] if d.weight == "input" else []), [f"m{b}"], body=g),
+            helper.make_node("ConcatFromSequence", [f"m{b}"], [f"c{b}"], axis=d.written_axis, new_axis=1 if d.squeezed else 0)]
+
+
+def chain(seed: int, nodes: int) -> Member:
+    rng = np.random.default_rng(seed)
+    d = _draw_chain(rng)
+    blocks = max(1, nodes // (4 if d.residual else 3))
+    np_t = _NP[d.elem]
+    elem_dims = [dim for i, dim in enumerate(d.dims) if not (d.squeezed and i == d.axis)]
+    width = elem_dims[-1] if not (d.axis == d.acts_on and not d.squeezed) else d.sizes[0]
     inits: list[onnx.TensorProto] = []
-    if split == "scalar":
-        inits.append(numpy_helper.from_array(np.array(sizes[0], np.int64), "step"))
-    elif split in ("equal", "unequal"):
-        inits.append(numpy_helper.from_array(np.array(sizes, np.int64), "sizes"))
+    if d.split == "scalar":
+        inits.append(numpy_helper.from_array(np.array(d.sizes[0], np.int64), "step"))
+    elif d.split in ("equal", "unequal"):
+        inits.append(numpy_helper.from_array(np.array(d.sizes, np.int64), "sizes"))
     graph_nodes, hand_nodes, hand_inits, prev = [], [], [], "x"
     for b in range(blocks):
         w = f"w{b}"
-        if body == "elementwise":
+        if d.body == "elementwise":
             inits.append(numpy_helper.from_array(np.array(0.5 + rng.random(), np_t), w))
         else:
             inits.append(numpy_helper.from_array((rng.standard_normal((width, width)) * 0.4 / np.sqrt(width)).astype(np_t), w))
-        wn = "wi" if weight == "input" else w
-        if body == "elementwise":
-            ops = [helper.make_node("Mul", ["e", wn], ["m"]), helper.make_node("Tanh", ["m"], ["o"])]
-        elif body == "matmul":
-            ops = [helper.make_node("MatMul", ["e", wn], ["m"]), helper.make_node("Relu", ["m"], ["o"])]
-        else:
-            ops = [helper.make_node("MatMul", ["e", wn], ["m"]), helper.make_node("Softmax", ["m"], ["o"], axis=-1)]
-        elem_shape = [d if not (i == axis and not squeezed) else None for i, d in enumerate(elem_dims)]
-        ins = [helper.make_tensor_value_info("e", elem, elem_shape)]
-        if weight == "input":
-            ins.append(helper.make_tensor_value_info("wi", elem, [] if body == "elementwise" else [width, width]))
-        g = helper.make_graph(ops, f"block{b}", ins, [helper.make_tensor_value_info("o", elem, elem_shape)])
-        split_in = [prev] + (["step"] if split == "scalar" else ["sizes"] if split in ("equal", "unequal") else [])
-        split_attrs = {"axis": written_axis}
-        if split.startswith("ones"):
-            split_attrs["keepdims"] = 0 if squeezed else 1
-        graph_nodes += [helper.make_node("SplitToSequence", split_in, [f"s{b}"], **split_attrs),
-                        helper.make_node("SequenceMap", [f"s{b}"] + ([w] if weight == "input" else []), [f"m{b}"], body=g),
-                        helper.make_node("ConcatFromSequence", [f"m{b}"], [f"c{b}"], axis=written_axis,
-                                         new_axis=1 if squeezed else 0)]
-        hand_nodes += _hand_block(body, prev, w, f"c{b}", b, dims, axis, acts_on, sizes, squeezed, hand_inits)
-        if residual:
+        graph_nodes += _chain_nodes(d, b, prev, w, width)
+        hand_nodes += _hand_block(d.body, prev, w, f"c{b}", b, d.dims, d.axis, d.acts_on, d.sizes, d.squeezed, hand_inits)
+        if d.residual:
             graph_nodes.append(helper.make_node("Add", [prev, f"c{b}"], [f"y{b}"]))
             hand_nodes.append(helper.make_node("Add", [prev, f"c{b}"], [f"y{b}"]))
-            prev = f"y{b}"
-        else:
-            prev = f"c{b}"
+        prev = f"y{b}" if d.residual else f"c{b}"
     graph_nodes.append(helper.make_node("Identity", [prev], ["out"]))
     hand_nodes.append(helper.make_node("Identity", [prev], ["out"]))
-    x = helper.make_tensor_value_info("x", elem, dims)
-    out = helper.make_tensor_value_info("out", elem, dims)
-    model = _model(graph_nodes, [x], [out], inits, "chain")
+    x = helper.make_tensor_value_info("x", d.elem, d.dims)
+    out = helper.make_tensor_value_info("out", d.elem, d.dims)
     used = {i for n in hand_nodes for i in n.input}
     hand = _model(hand_nodes, [x], [out], [t for t in inits + hand_inits if t.name in used], "chain_by_hand")
-    what = (f"x{dims} split {split} {sizes[:4]}{'...' if len(sizes) > 4 else ''} axis {written_axis}, {body} "
-            f"({weight}), {'residual, ' if residual else ''}{TensorProto.DataType.Name(elem).lower()}, {blocks} blocks")
-    feeds = {"x": np.random.default_rng(seed + 1).standard_normal(dims).astype(np_t)}
-    return Member("chain", seed, what, model, feeds, hand, 2e-2 if elem == TensorProto.FLOAT16 else 1e-4,
-                  {"axis": axis, "split": split, "body": body})
+    what = (f"x{d.dims} split {d.split} {d.sizes[:4]}{'...' if len(d.sizes) > 4 else ''} axis {d.written_axis}, {d.body} "
+            f"({d.weight}), {'residual, ' if d.residual else ''}{TensorProto.DataType.Name(d.elem).lower()}, {blocks} blocks")
+    feeds = {"x": np.random.default_rng(seed + 1).standard_normal(d.dims).astype(np_t)}
+    return Member("chain", seed, what, _model(graph_nodes, [x], [out], inits, "chain"), feeds, hand,
+                  2e-2 if d.elem == TensorProto.FLOAT16 else 1e-4, {"axis": d.axis, "split": d.split, "body": d.body})
 
 
 def _hand_block(body: str, x: str, w: str, out: str, b: int, dims: list[int], axis: int, acts_on: int,
@@ -188,9 +211,8 @@ def _hand_block(body: str, x: str, w: str, out: str, b: int, dims: list[int], ax
 
 def edits(seed: int, nodes: int) -> Member:
     rng = np.random.default_rng(seed)
-    count = max(1, nodes)
+    count, width = max(1, nodes), 8
     rows = _pick(rng, [64, min(count, 10_000)])
-    width = 8
     positions = _pick(rng, ["shared", "own", "shared", "own", "run time"])
     elements = _pick(rng, ["constant", "computed"])
     where = _pick(rng, ["front", "back", "anywhere", "anywhere"])
@@ -198,9 +220,8 @@ def edits(seed: int, nodes: int) -> Member:
     inits = [numpy_helper.from_array(extras[k], f"extra{k}") for k in range(16)]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, width])]
     feeds: dict[str, np.ndarray] = {"x": np.random.default_rng(seed + 1).standard_normal((rows, width)).astype(np.float32)}
-    nodes_out = [helper.make_node("SplitToSequence", ["x"], ["s0"], axis=0, keepdims=0)]
-    if elements == "computed":
-        nodes_out.append(helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=0))
+    nodes_out = [helper.make_node("SplitToSequence", ["x"], ["s0"], axis=0, keepdims=0)] + (
+        [helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=0)] if elements == "computed" else [])
     shared: dict[int, str] = {}
     state = list(range(rows))  # where each element comes from: < rows a row of x, else an extra
     has_runtime = positions == "run time"
@@ -245,18 +266,20 @@ def edits(seed: int, nodes: int) -> Member:
     used = {i for n in nodes_out for i in n.input}
     model = _model(nodes_out, inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, [None, width])],
                    [t for t in inits if t.name in used], "edits", opset=17)
-    hand = None
-    if not has_runtime:
-        pool = [numpy_helper.from_array(extras, "extras")]
-        hand_nodes = [helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=1)] if elements == "computed" else []
-        joined = ["x", "extras"] + (["mean"] if elements == "computed" else [])
-        hand_nodes += [helper.make_node("Concat", joined, ["all"], axis=0),
-                       helper.make_node("Gather", ["all", "index"], ["out"], axis=0)]
-        pool.append(numpy_helper.from_array(np.array(state, np.int64), "index"))
-        hand = _model(hand_nodes, inputs[:1], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [len(state), width])],
-                      pool, "edits_by_hand", opset=17)
+    hand = None if has_runtime else _edits_by_hand(inputs[0], extras, state, width, elements == "computed")
     what = f"{count} edits on {rows} rows, positions {positions}, {elements} elements, {where}"
     return Member("edits", seed, what, model, feeds, hand)
+
+
+def _edits_by_hand(x: onnx.ValueInfoProto, extras: np.ndarray, state: list[int], width: int,
+                   computed: bool) -> onnx.ModelProto:
+    """Concat(x, extras[, mean]) -> one Gather of the rows the edits leave, in order."""
+    pool = [numpy_helper.from_array(extras, "extras"), numpy_helper.from_array(np.array(state, np.int64), "index")]
+    nodes = [helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=1)] if computed else []
+    nodes += [helper.make_node("Concat", ["x", "extras"] + (["mean"] if computed else []), ["all"], axis=0),
+              helper.make_node("Gather", ["all", "index"], ["out"], axis=0)]
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [len(state), width])
+    return _model(nodes, [x], [out], pool, "edits_by_hand", opset=17)
 
 
 # -- sparse -----------------------------------------------------------------------------------
