@@ -197,7 +197,7 @@ def latency_table(args, families: list[str]) -> list[dict]:
                 np.testing.assert_allclose(b, a, rtol=member.tolerance, atol=member.tolerance)
                 np.testing.assert_allclose(c, a, rtol=member.tolerance, atol=member.tolerance)
             rows.append({"family": family, "seed": member.seed, "what": member.what,
-                         "speedup": paired(t_o, t_l), "off": paired(t_l, t_h)})
+                         "speedup": paired(t_o, t_l), "off": paired(t_l, t_h), "ceiling": paired(t_o, t_h)})
         if not rows:
             continue
         slow, off = min(rows, key=lambda r: r["speedup"]), max(rows, key=lambda r: r["off"])
@@ -247,7 +247,7 @@ def goals(rows: list[dict], latencies: list[dict], sizes: list[int]) -> None:
     worst = [r for r in rows if r.get("worst")]
     big = max(sizes)
     for r in worst:
-        if r["size"] == big and r["nodes"] >= 10_000:
+        if r["size"] == big and big >= 10_000:  # (a member's nodes are its size, within a block)
             show(f"{r['family']} {big}: worst member <= 2x load+save", f"{r['ratio']:.2f}x (seed {r['seed']})", r["ratio"] <= 2)
     if len(sizes) > 1:
         small = min(sizes)
@@ -274,8 +274,9 @@ def goals(rows: list[dict], latencies: list[dict], sizes: list[int]) -> None:
         off = max(chains, key=lambda r: r["off"])
         show("chain: lowered <= 1.1x hand-written on onnxruntime", f"worst {off['off']:.2f}x (seed {off['seed']})", off["off"] <= 1.1)
         slow = min(chains, key=lambda r: r["speedup"])
-        show("chain: lowered >= 2x faster than the original", f"worst {slow['speedup']:.2f}x (seed {slow['seed']})",
-             slow["speedup"] >= 2)
+        # (with what the hand-written model gains on that member: no lowering beats it)
+        show("chain: lowered >= 2x faster than the original",
+             f"worst {slow['speedup']:.2f}x (seed {slow['seed']}; hand-written {slow['ceiling']:.2f}x)", slow["speedup"] >= 2)
 
 
 # tools/memory.py's model: x[n, 8] split, mapped, inserted into, erased from and
