@@ -105,6 +105,7 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
     pool: list[ir.Value | np.ndarray | _Elem] = []
     offsets: dict[int, int] = {}
     loose: dict[int, int] = {}  # a loose element's tensor: where its rows are
+    consts: dict[tuple, int] = {}  # a constant element's value: where its rows are
     index: list[int] = []
     whole = 0
     for e in items:
@@ -126,6 +127,14 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
             # rewriting the 10,000-input Concat: quadratic).
             index.extend(range(loose[id(e.value)], loose[id(e.value)] + size))
             continue
+        if e.const is not None:
+            # The same constant inserted again: its rows are in the pool once too (an
+            # initializer inserted at 200 places was 200 rows for onnxruntime to copy).
+            key = (e.const.dtype.str, e.const.shape, e.const.tobytes())
+            if key in consts:
+                index.extend(range(consts[key], consts[key] + size))
+                continue
+            consts[key] = whole
         index.extend(range(whole, whole + size))
         if e.const is None and e.value is not None:
             loose[id(e.value)] = whole
