@@ -32,7 +32,7 @@ import onnx_ir as ir
 from seqlower import ops
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
-from seqlower.passes.keys import ANALYSIS_STASH_KEY
+from seqlower.keys import ANALYSIS_STASH_KEY
 from seqlower.irutil import (
     _int_attr,
     graphs_of,

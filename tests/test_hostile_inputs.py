@@ -244,7 +244,7 @@ def _nested_ir(depth: int):
 
 
 def test_an_api_model_nested_past_what_a_file_holds_is_refused_without_recursion():
-    from seqlower.pipeline import MAX_SUBGRAPH_DEPTH
+    from seqlower.lowering import MAX_SUBGRAPH_DEPTH
 
     lower_with_report(_nested_ir(MAX_SUBGRAPH_DEPTH - 1), LowerOptions())  # as deep as a file can be
     for depth in (MAX_SUBGRAPH_DEPTH, 5000):

@@ -51,3 +51,40 @@ def test_a_model_with_nothing_to_lower_and_check_load_neither_onnx_ir_nor_the_pa
         assert not loaded & heavy, (argv, loaded & heavy)
     loaded = _loaded_after(f"from seqlower.cli import main; assert main({['lower', listed, '-o', out, '-q']!r}) == 0")
     assert {"onnx_ir._core", "seqlower.passes.schedule"} <= loaded
+
+
+def test_the_layers_below_the_passes_load_no_pass_and_the_passes_no_api():
+    # Core v2's layers, one way: base and lattice (analysis, choice, regions, keys, the
+    # report) < the passes < the lowering core (seqlower.lowering) < the protobuf API
+    # (seqlower.pipeline) < the CLI.
+    below = _loaded_after("import seqlower.analysis, seqlower.choose, seqlower.lattice, seqlower.regions, "
+                          "seqlower.repeats, seqlower.builder, seqlower.keys, seqlower.report, seqlower.targets")
+    assert not {m for m in below if m.startswith(("seqlower.passes", "seqlower.lowering", "seqlower.pipeline"))}
+    passes = _loaded_after("import seqlower.passes.schedule")
+    assert not passes & {"seqlower.lowering", "seqlower.pipeline", "seqlower.cli"}
+    core = _loaded_after("import seqlower.lowering")
+    assert not core & {"seqlower.pipeline", "seqlower.cli"}
+
+
+def test_the_core_is_reached_from_the_api_in_one_place_only():
+    """Below the CLI, nothing imports the passes or the lowering core inside a function,
+    but ``pipeline._core`` (the start-up boundary), and only the core imports the passes'
+    schedule at all: no import dodged a cycle by moving into a function."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "seqlower"
+    deferred, schedule_importers = set(), set()
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+            for node in ast.walk(fn):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                if any(n.startswith(("seqlower.passes", "seqlower.lowering")) for n in names):
+                    deferred.add((path.name, fn.name))
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("seqlower.passes.schedule"):
+                schedule_importers.add(path.name)
+    assert deferred == {("pipeline.py", "_core")}
+    assert schedule_importers == {"lowering.py"}

@@ -13,7 +13,7 @@ from onnx import helper
 from seqlower.executor.verify import verify
 from seqlower.model_io import load_model, to_proto
 from seqlower.passes.clamp_range_limits import ClampRangeLimitsPass
-from seqlower.pipeline import _run_passes
+from seqlower.lowering import _run_passes
 from tests.helpers import FLOAT, INT64, const, model, ops_of, t
 
 

@@ -94,7 +94,7 @@ def _split_map_concat(loop: bool):
 
 def test_the_rounds_stop_when_the_first_leaves_nothing_another_could_change():
     from seqlower import load_model
-    from seqlower.pipeline import _run_passes
+    from seqlower.lowering import _run_passes
 
     for loop in (False, True):
         passes = build_passes(LowerOptions())
@@ -109,7 +109,7 @@ def test_the_rounds_stop_when_the_first_leaves_nothing_another_could_change():
 def test_an_analysis_a_pass_changed_nothing_with_is_the_next_passes_and_no_further(monkeypatch):
     import seqlower.analysis as analysis_module
     from seqlower import load_model
-    from seqlower.pipeline import _run_passes
+    from seqlower.lowering import _run_passes
 
     calls: list[dict] = []
     real = analysis_module.analyze

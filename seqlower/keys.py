@@ -1,0 +1,27 @@
+"""Where the passes leave what they found for the report and for each other: keys of
+``model.meta`` (in memory, never serialized) and of ``metadata_props`` (written). Public,
+so code composing seqlower's passes in its own PassManager can read them."""
+
+from __future__ import annotations
+
+__all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY"]
+
+# model.meta: every rewrite, a list of dicts {op, node, graph, into, how}.
+REPORT_KEY = "seqlower.rewrites"
+# model.meta: notes for the report (a list of strings), e.g. declared shapes a policy corrected.
+NOTES_KEY = "seqlower.notes"
+# metadata_props: the model-boundary mapping (README, "The model-boundary ABI"). The
+# executor reads it with its own code: the judge shares nothing with the lowering.
+ABI_KEY = "seqlower.abi"
+# model.meta: optional-sequence model outputs (name -> present flag's name), left by
+# lower_optionals for the lowering that writes the sequence payload's ABI entry.
+OPTIONAL_SEQUENCES_KEY = "seqlower.optional_sequences"
+# model.meta: {node label: why that Loop stays (it cannot be unrolled, or be a Scan)};
+# the unrolling and the Scan pass write it, the report carries it.
+LOOP_REASONS_KEY = "seqlower.loop_reasons"
+# model.meta: {node label: why that ZipMap stays}.
+KEPT_ZIPMAPS_KEY = "seqlower.kept_zipmaps"
+# model.meta: an analysis a pass computed and then changed nothing with, for the next pass
+# of the rounds to use (passes/schedule.py's Rounds drops it as soon as a pass changes
+# the model). On 10,000 edits the fold and the Unrolled lowering read one analysis.
+ANALYSIS_STASH_KEY = "seqlower.analysis_stash"
