@@ -100,10 +100,14 @@ def _checked(passes: list[ir.passes.PassBase]) -> list[ir.passes.PassBase]:
     return out
 
 
-def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.passes.PassBase]:
+def build_passes(options: LowerOptions, *, check_each: bool = False,
+                 inferred_after: bool = False) -> list[ir.passes.PassBase]:
     """The passes, in order: rounds of (infer, fold, lower Unrolled, clean up) to a
     fixpoint, then a final shape inference so every value is typed. ``check_each``:
-    onnx's full checker after every pass (``CheckModelPass``)."""
+    onnx's full checker after every pass (``CheckModelPass``). ``inferred_after``: the
+    caller infers shapes after these passes whenever they rewrote the model (the
+    optimizer's fold and inference on a region), so the final inference is left to it
+    where no target rewrite after it reads the shapes it finds."""
     wrap = _checked if check_each else list
 
     target = load_target(options.target)
@@ -187,7 +191,10 @@ def build_passes(options: LowerOptions, *, check_each: bool = False) -> list[ir.
     if "concat-after-run-time-empty" in dict(target.quirks):
         final.append(PadEmptyConcatOperandsPass())  # (after every rewrite, which join by Concat)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
-    final.append(InferSequenceShapesPass(options.keepdims_policy))
+    reads_shapes = {"duplicate-computations", "symbolic-value-info", "static-empty-input"} & set(dict(target.quirks))
+    if not inferred_after or reads_shapes:
+        # (a whole-model onnx inference: 1.7 s of the 8.7 s of 3,000 run-time list edits)
+        final.append(InferSequenceShapesPass(options.keepdims_policy))
     if "duplicate-computations" in dict(target.quirks):
         # (after every rewrite, which may each write the same computation again, and after
         # the inference, whose dims decide which rows are the same: so a second lowering
@@ -274,10 +281,12 @@ class Rounds(ir.passes.InPlacePass):
         self.passes = passes
         self.relevant = relevant
         self.rounds_run = 0  # of the last call (tests)
+        self._typed_only = False  # the last round changed only types (the inference)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         model.meta.pop(ANALYSIS_STASH_KEY, None)  # one a pass before the rounds left
+        self._typed_only = False
         try:
             for self.rounds_run in range(1, MAX_ROUNDS + 1):
                 if not self._round(model):
@@ -292,14 +301,27 @@ class Rounds(ir.passes.InPlacePass):
     def _round(self, model: ir.Model) -> bool:
         """One round; an analysis a pass left for the next (``keep_for_next_pass``) goes
         as soon as any pass changes the model, unless that pass left it (the inference
-        leaves the analysis it wrote the model's shapes from)."""
-        modified = False
+        leaves the analysis it wrote the model's shapes from).
+
+        A round in which only the inference changed the model (it typed what the round
+        before lowered) is followed by the passes before the inference alone: if they
+        change nothing either, the inference would see the model it left, and every pass
+        after it saw that model already and changed nothing (the third round of a model
+        whose lowered Loops keep subgraphs: a whole-model inference and 15 walks).
+        """
+        modified = typed_only = False
         for p in self.passes:
+            inference = isinstance(p, InferSequenceShapesPass)
+            if inference and self._typed_only and not modified:
+                self._typed_only = False
+                return False
             before = model.meta.get(ANALYSIS_STASH_KEY)
             if p(model).modified:
                 if model.meta.get(ANALYSIS_STASH_KEY) is before:
                     model.meta.pop(ANALYSIS_STASH_KEY, None)  # a pass that changed the model left none
+                typed_only = inference if not modified else typed_only and inference
                 modified = True
+        self._typed_only = modified and typed_only
         return modified
 
 

@@ -207,6 +207,8 @@ def loop_runs_all_trips(node: ir.Node, body: ir.Graph) -> bool:
 
 
 def subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
+    if not node.attributes:  # (most nodes: the walks ask of every node)
+        return
     for attr in node.attributes.values():
         if attr.type == ir.AttributeType.GRAPH:
             yield attr.as_graph()

@@ -33,7 +33,7 @@ from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.report import LowerReport, overridable_notes
 from seqlower.targets import load_target, target_gaps
 
-__all__ = ["lower_with_report", "finish_region", "describe_sequences", "kept_loop_reasons", "check_nesting",
+__all__ = ["lower_with_report", "describe_sequences", "kept_loop_reasons", "check_nesting",
            "optimize_region", "build_passes", "MAX_SUBGRAPH_DEPTH"]
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,12 @@ def check_nesting(model: ir.Model) -> None:
                     stack.append((sub, depth + 1, where))
 
 
-def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
+def lower_with_report(model: ir.Model, options: LowerOptions | None = None, *,
+                      optimize: bool = False) -> tuple[ir.Model, LowerReport]:
+    """Lower ``model`` in place. ``optimize``: the model is a region seqlower cut out (every
+    node in it is one seqlower may rewrite), optimized after lowering when it was
+    rewritten and ``options.optimize`` (``optimize_region``); what is checked and
+    reported is the optimized model."""
     options = options or LowerOptions()
     check_nesting(model)
 
@@ -75,12 +80,14 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> t
     overridable = [v.name for v in model.graph.inputs
                    if v.const_value is not None and any(makes_lists(u.node.op_type) for u in v.uses())]
     if "" in model.opset_imports or "ai.onnx" in model.opset_imports:
-        passes = build_passes(options, check_each=options.check_each_pass)
+        passes = build_passes(options, check_each=options.check_each_pass, inferred_after=optimize and options.optimize)
     else:
         # No ai.onnx op can be in the model (sequence ops are ai.onnx ops) nor be emitted
         # into it: only an ml-only classifier's ZipMap can go, returned as its input.
         passes = [] if load_target(options.target).sequences else [LowerZipMapPass()]
     model = _run_passes(passes, model) if passes else model
+    if optimize and options.optimize and model.meta.get(REPORT_KEY):
+        _optimize(model, options)
     report.notes.extend(overridable_notes(overridable))
     _forget_impossible_dims(model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
@@ -232,15 +239,13 @@ def _reasons_by_node(analysis: Analysis) -> dict[str, str]:
     return why
 
 
-def finish_region(lowered: ir.Model, options: LowerOptions) -> None:
-    """A lowered region's sub-model optimized (``optimize_region``) and checked again (in place)."""
+def _optimize(lowered: ir.Model, options: LowerOptions) -> None:
+    """A lowered region's sub-model optimized (``optimize_region``), in place."""
     optimize_region(lowered)
     # What folding made constant lets inference find more: inferred now, so that
     # lowering the output again finds nothing new. The target's rewrites that
     # folding undoes (a run-time empty Loop state folds back into a constant) again.
     _run_passes([*after_folding(options), InferSequenceShapesPass(options.keepdims_policy)], lowered)
-    # lower_with_report checked the region before the optimizer: again after it.
-    _check_lowered(lowered, weightless_proto(lowered))
 
 
 def optimize_region(model: ir.Model) -> None:

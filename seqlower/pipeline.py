@@ -48,9 +48,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'seqlower.pipeline' has no attribute {name!r}")
 
 
-def lower_with_report(model: ir.Model, options: LowerOptions | None = None) -> tuple[ir.Model, LowerReport]:
+def lower_with_report(model: ir.Model, options: LowerOptions | None = None, *,
+                      optimize: bool = False) -> tuple[ir.Model, LowerReport]:
     """Lower an onnx_ir model in place (``seqlower.lowering.lower_with_report``)."""
-    return _core().lower_with_report(model, options)
+    return _core().lower_with_report(model, options, optimize=optimize)
 
 
 def describe_sequences(model: ir.Model, options: LowerOptions | None = None) -> list[dict[str, Any]]:
@@ -212,9 +213,7 @@ def _lower_region(region: Region, label: str, options: LowerOptions,
     sub = from_proto(region.model, label)
     region.model = onnx.ModelProto()  # converted: its protobuf copy of the region goes
     sub.meta[RESERVED_NAMES_KEY] = region.reserved if reserved is None else reserved
-    lowered, report = lower_with_report(sub, options)
-    if options.optimize and report.rewrites:
-        _core().finish_region(lowered, options)
+    lowered, report = lower_with_report(sub, options, optimize=True)
     return to_proto(lowered), report
 
 

@@ -56,9 +56,9 @@ def _lower(m: onnx.ModelProto, monkeypatch: pytest.MonkeyPatch | None = None, *,
     if monkeypatch is not None:
         real = pipeline.lower_with_report
 
-        def counted(sub, options=None):
+        def counted(sub, options=None, **kw):
             subs.append(len(sub.graph))
-            return real(sub, options)
+            return real(sub, options, **kw)
 
         monkeypatch.setattr(pipeline, "lower_with_report", counted)
         if not apart:

@@ -52,3 +52,28 @@ def test_a_removed_ifs_branches_stop_reading_outer_values():
     assert [n.op_type for n in irm.graph] == ["Identity"]
     x = irm.graph.inputs[0]
     assert [u.node.op_type for u in x.uses()] == ["Identity"]
+
+
+def test_nodes_out_of_order_are_sorted_and_nodes_in_order_are_left_alone():
+    from seqlower.passes.clean_up_graph import _sorted
+
+    # A branch reads b, which its If comes before: the If must move after b's producer.
+    then = body([helper.make_node("Neg", ["b"], ["n"])], [], [t("n", FLOAT, [2])])
+    other = body([helper.make_node("Identity", ["b"], ["o"])], [], [t("o", FLOAT, [2])])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Abs", ["x"], ["b"])]
+    m = ir.serde.deserialize_model(model(nodes, [t("x", FLOAT, [2]), t("c", BOOL, [])], [t("y", FLOAT, [2])]))
+    assert not _sorted(m)
+    assert CleanUpGraphPass()(m).modified
+    assert [n.op_type for n in m.graph] == ["Abs", "If"] and _sorted(m)
+    onnx.checker.check_model(to_proto(m), full_check=True)
+    # Out of order inside a branch too.
+    then = body([helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Abs", ["x"], ["a"])], [], [t("n", FLOAT, [2])])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=body(
+        [helper.make_node("Identity", ["x"], ["o"])], [], [t("o", FLOAT, [2])]))]
+    m = ir.serde.deserialize_model(model(nodes, [t("x", FLOAT, [2]), t("c", BOOL, [])], [t("y", FLOAT, [2])]))
+    assert not _sorted(m)
+    CleanUpGraphPass()(m)
+    branch = next(iter(m.graph)).attributes["then_branch"].as_graph()
+    assert [n.op_type for n in branch] == ["Abs", "Neg"] and _sorted(m)
+    assert not CleanUpGraphPass()(m).modified

@@ -158,3 +158,41 @@ def test_every_op_wide_quirk_rewrite_puts_its_op_in_the_region_and_is_a_real_qui
     profiled = {q for name in TARGETS for q, _ in load_target(name).quirks}
     rewritten = {q for q, _ in _OP_QUIRK_REWRITES}
     assert rewritten <= set(QUIRK_OPS) and set(QUIRK_OPS) <= profiled, (rewritten - set(QUIRK_OPS), set(QUIRK_OPS) - profiled)
+
+
+def _collect_rows():
+    """A Loop appending x's rows to a list, then the rows joined: lowered, the Loop carries
+    a tensor, and its body's new values are typed by the next round's inference."""
+    from tests.helpers import body, const, model, t
+
+    step = body([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+                 helper.make_node("SequenceInsert", ["acc", "row"], ["acc_out"])],
+                [t("i", 7, []), t("c", 9, []), helper.make_tensor_sequence_value_info("acc", FLOAT, ["M"])],
+                [t("c_out", 9, []), helper.make_tensor_sequence_value_info("acc_out", FLOAT, ["M"])])
+    nodes = [helper.make_node("Shape", ["x"], ["xs"]), helper.make_node("Gather", ["xs", "zero"], ["n"], axis=0),
+             helper.make_node("SequenceEmpty", [], ["empty"], dtype=FLOAT),
+             helper.make_node("Loop", ["n", "", "empty"], ["rows"], body=step),
+             helper.make_node("ConcatFromSequence", ["rows"], ["y"], axis=0, new_axis=1)]
+    import numpy as np
+    return model(nodes, [t("x", shape=["N", "M"])], [t("y", shape=[None, "M"])],
+                 initializer=[const("zero", np.array(0, np.int64))])
+
+
+def test_a_round_that_only_typed_the_model_is_not_run_again_whole():
+    # Round 1 lowers the list; round 2's inference types the Loop body the lowering
+    # wrote and nothing else changes: round 3 runs the passes before the inference
+    # only (they change nothing), not a third whole-model inference.
+    from seqlower import load_model
+    from seqlower.lowering import _run_passes
+    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+
+    passes = build_passes(LowerOptions())
+    rounds = passes[_rounds_at(passes)]
+    inference = next(p for p in rounds.passes if isinstance(p, InferSequenceShapesPass))
+    ran: list[bool] = []
+    real = inference.call
+    inference.call = lambda m: (r := real(m), ran.append(r.modified))[0]
+    m = _run_passes(passes, load_model(_collect_rows()))
+    assert ran == [True, True], ran  # (the second typed the body; a third would find nothing)
+    assert rounds.rounds_run == 3
+    assert not any(n.op_type.startswith(("Sequence", "Concat")) and "Sequence" in n.op_type for n in m.graph)
