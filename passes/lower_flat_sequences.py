@@ -30,7 +30,7 @@ table ``RULES``):
    shape is static, else carried ``Concat``.
 7. ``Loop``-carried and ``If``-returned sequences -> their tensors carried / returned.
 8. Sequence-typed model inputs and outputs -> the ABI tensors, recorded in the
-   ``seqlower.abi`` metadata (see README, "Model boundary").
+   ``seqlower.abi`` metadata (see docs/abi.md).
 
 Reshape uses allowzero from opset 14; before, zero-size elements are made by padding to
 a non-zero shape and slicing back, so no element shape is ever misread.

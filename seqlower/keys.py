@@ -10,7 +10,7 @@ __all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KE
 REPORT_KEY = "seqlower.rewrites"
 # model.meta: notes for the report (a list of strings), e.g. declared shapes a policy corrected.
 NOTES_KEY = "seqlower.notes"
-# metadata_props: the model-boundary mapping (README, "The model-boundary ABI"). The
+# metadata_props: the model-boundary mapping (docs/abi.md). The
 # executor reads it with its own code: the judge shares nothing with the lowering.
 ABI_KEY = "seqlower.abi"
 # model.meta: optional-sequence model outputs (name -> present flag's name), left by

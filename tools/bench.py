@@ -365,7 +365,7 @@ def build_dynamic():
 
 def flat_vs_stacked() -> None:
     """Run time on onnxruntime of a model whose length is known only at run time, lowered
-    Flat and Stacked, against the original (README, step 5)."""
+    Flat and Stacked, against the original (docs/how-it-works.md, step 5)."""
     import onnxruntime as ort
 
     from seqlower import LowerOptions, load_model, lower_with_report
