@@ -28,8 +28,10 @@ from seqlower.passes._tensor_ops import Ops
 from seqlower.passes._zero_trips import is_zero_trip_guard
 from seqlower.analysis import is_default_domain
 from seqlower.builder import NameAuthority
+from seqlower.options import LowerOptions
+from seqlower.targets import Target
 
-__all__ = ["IfsToSelectsPass", "run_time_shaped"]
+__all__ = ["IfsToSelectsPass", "run_time_shaped", "for_run_time_shapes"]
 
 
 def run_time_shaped(node: ir.Node) -> bool:
@@ -104,3 +106,9 @@ def _plan(then: ir.Graph, other: ir.Graph) -> list[bool] | None:
         else:
             return None
     return plan
+
+
+def for_run_time_shapes(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk if-run-time-shape's rewrite (seqlower.targets.registry): the Ifs giving an
+    output with a dim known only at run time, the taken rows Gathered."""
+    return [IfsToSelectsPass(only=run_time_shaped, gathered=True)]

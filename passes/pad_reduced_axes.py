@@ -24,8 +24,11 @@ from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
+from seqlower.options import LowerOptions
+from seqlower.targets import Target
+from seqlower.targets.registry import QUIRKS
 
-__all__ = ["PadReducedAxesPass", "REDUCTIONS", "neutral_element"]
+__all__ = ["PadReducedAxesPass", "REDUCTIONS", "neutral_element", "for_empty_axes", "for_extremes"]
 
 # Reduction -> the element that leaves it unchanged ("low"/"high": the type's extremes).
 REDUCTIONS: dict[str, object] = {
@@ -161,3 +164,13 @@ def _pad(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] |
     replace_output(node.outputs[0], result, scope, names, node, owned=True)
     scope.graph.remove(node, safe=True)
     return node.op_type, how
+
+
+def for_empty_axes(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk reduce-empty-axis's rewrite (seqlower.targets.registry)."""
+    return [PadReducedAxesPass(frozenset(QUIRKS["reduce-empty-axis"].ops))]
+
+
+def for_extremes(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk reduce-extremes-finite's rewrite: float ReduceMax/ReduceMin only."""
+    return [PadReducedAxesPass(frozenset(QUIRKS["reduce-extremes-finite"].ops), floats_only=True)]

@@ -34,9 +34,11 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
-from seqlower.regions import QUIRK_OPS
+from seqlower.options import LowerOptions
+from seqlower.targets import Target
+from seqlower.targets.registry import QUIRKS
 
-__all__ = ["ReductionsAsSumsPass", "Reach", "OPENVINO", "ONNX2TORCH"]
+__all__ = ["ReductionsAsSumsPass", "Reach", "OPENVINO", "ONNX2TORCH", "for_openvino", "for_onnx2torch"]
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,9 @@ class Reach:
 
 
 # ReduceSum's axes became an input at 13; the other reductions' at 18.
-OPENVINO = Reach(frozenset(QUIRK_OPS["reduce-axes-attribute-ignored"]), range(13, 18),
+OPENVINO = Reach(frozenset(QUIRKS["reduce-axes-attribute-ignored"].ops), range(13, 18),
                  "a ReduceSum with an axes input, whose axes OpenVINO reads (OpenVINO)")
-ONNX2TORCH = Reach(frozenset(QUIRK_OPS["no-reduce-18"]), range(18, 1000),
+ONNX2TORCH = Reach(frozenset(QUIRKS["no-reduce-18"].ops), range(18, 1000),
                    "a ReduceSum, which onnx2torch converts at opset 18 (onnx2torch)")
 _INTEGER_OK = frozenset({"ReduceL1", "ReduceSumSquare"})
 
@@ -146,3 +148,13 @@ def _as_sum(node: ir.Node, scope: Scope, names: NameAuthority, reach: Reach) -> 
     replace_output(out, result, scope, names, node, owned=True)
     scope.graph.remove(node, safe=True)
     return "ReduceSum", reach.why
+
+
+def for_openvino(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk reduce-axes-attribute-ignored's rewrite (seqlower.targets.registry)."""
+    return [ReductionsAsSumsPass(OPENVINO)]
+
+
+def for_onnx2torch(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk no-reduce-18's rewrite (seqlower.targets.registry)."""
+    return [ReductionsAsSumsPass(ONNX2TORCH)]

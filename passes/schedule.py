@@ -4,8 +4,8 @@ the API (``seqlower.lower``) and the CLI only build it from ``LowerOptions``."""
 
 from __future__ import annotations
 
+import importlib
 import logging
-from collections.abc import Callable
 
 import onnx_ir as ir
 from onnx_ir.passes.common import CommonSubexpressionEliminationPass, DeduplicateInitializersPass
@@ -15,23 +15,12 @@ from seqlower.passes.carry_string_scans import CarryStringScansPass
 from seqlower.passes.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.inline_sequence_functions import InlineSequenceFunctionsPass
 from seqlower.passes.fold_zero_trip_loops import FoldZeroTripLoopsPass
-from seqlower.passes.clamp_range_limits import ClampRangeLimitsPass
-from seqlower.passes.constant_values_as_tensors import ConstantValuesAsTensorsPass
 from seqlower.passes.counted_loops import CountedLoopsPass
 from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
 from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
 from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
-from seqlower.passes.forget_intermediate_shapes import ForgetIntermediateShapesPass
 from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
-from seqlower.passes.ifs_in_scans import IfsInScansPass
-from seqlower.passes.slices_as_compress import SlicesAsCompressPass
-from seqlower.passes.squeezes_as_reshapes import SqueezesAsReshapesPass
-from seqlower.passes.shapes_as_tensors import ShapesAsTensorsPass
-from seqlower.passes.empty_inputs_as_symbolic import EmptyInputsAsSymbolicPass
-from seqlower.passes.transposes_as_reshapes import TransposesAsReshapesPass
-from seqlower.passes.narrow_int64_sentinels import NarrowInt64SentinelsPass
-from seqlower.passes.ifs_to_selects import IfsToSelectsPass, run_time_shaped
-from seqlower.passes.inclusive_cumsums import InclusiveCumSumsPass
+from seqlower.passes.ifs_to_selects import IfsToSelectsPass
 from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.loops_to_scans import LoopsToScansPass
 from seqlower.passes.lower_compress import LowerCompressPass
@@ -42,31 +31,19 @@ from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
 from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
 from seqlower.passes.lower_zip_map import LowerZipMapPass
-from seqlower.passes.nonzero_by_topk import NonZeroByTopKPass
-from seqlower.passes.pad_reduced_axes import PadReducedAxesPass
-from seqlower.passes.reductions_as_sums import ONNX2TORCH, OPENVINO, ReductionsAsSumsPass
-from seqlower.passes.positive_reduction_axes import PositiveReductionAxesPass
-from seqlower.passes.fold_empty_expands import FoldEmptyExpandsPass
 from seqlower.passes.drop_empty_concat_operands import DropEmptyConcatOperandsPass
-from seqlower.passes.empty_constants_as_constant_of_shape import EmptyConstantsAsConstantOfShapePass
-from seqlower.passes.empty_slices_as_constant_of_shape import EmptySlicesAsConstantOfShapePass
 from seqlower.passes.merge_equal_slices import MergeEqualSlicesPass
-from seqlower.passes.tiles_as_constant_of_shape import TilesAsConstantOfShapePass
-from seqlower.passes.pad_empty_concat_operands import PadEmptyConcatOperandsPass
-from seqlower.passes.guard_integer_division import GuardIntegerDivisionPass
-from seqlower.passes.reshape_without_allowzero import ReshapeWithoutAllowzeroPass
 from seqlower.passes.sink_transposes import SinkTransposesPass
-from seqlower.passes.separate_tuple_outputs import SeparateTupleOutputsPass
-from seqlower.passes.spell_out_cumsum_direction import SpellOutCumSumDirectionPass
-from seqlower.passes.split_to_slices import SplitToSlicesPass
 from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 from seqlower.passes.unroll_constant_scans import UnrollConstantScansPass
 from seqlower.passes.unroll_loops import UnrollLoopsPass
 from seqlower.passes.vectorize_loops import VectorizeLoopsPass
 from seqlower.passes.vectorize_ragged_loops import VectorizeRaggedLoopsPass
 from seqlower.analysis import ANALYSIS_STASH_KEY
+from seqlower.keys import LOOP_REASONS_KEY
 from seqlower.model_io import check_model
-from seqlower.regions import QUIRK_OPS, relevant_ops
+from seqlower.regions import relevant_ops
+from seqlower.targets.registry import QUIRKS, Quirk
 from seqlower.options import LowerOptions
 from seqlower.targets import Target, load_target
 
@@ -155,57 +132,16 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
         final.append(UnrollConstantScansPass(options.max_unroll))
     if not target.sequences:
         final.append(LowerZipMapPass())  # seq(map) outputs: no such type without sequences
-    if "empty-constant-loop-state" in dict(target.quirks):
-        final += [UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state), UnfoldEmptyLoopStatesPass()]
-    if "loop-assumes-an-iteration" in dict(target.quirks):
-        final.append(GuardZeroTripLoopsPass())
-    if "empty-constant" in dict(target.quirks):
-        # (not region-wide: the empty constants are the lowerings' own, in the region)
-        final.append(EmptyConstantsAsConstantOfShapePass())
-    if "split-tuple-output" in dict(target.quirks):
-        final.append(SeparateTupleOutputsPass())
-    final += [rewrite() for quirk, rewrite in _OP_QUIRK_REWRITES if quirk in dict(target.quirks)]
-    if "squeeze-empty" in dict(target.quirks):
-        # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
-        final.append(SqueezesAsReshapesPass())
-    if "transpose-empty" in dict(target.quirks):
-        # (whole-model, as above: a user's Transpose of an empty tensor, and the stacked
-        # lists' own at ConcatFromSequence)
-        final.append(TransposesAsReshapesPass())
-    if "slice-run-time-end" in dict(target.quirks):
-        # (whole-model: a user's Slice to a computed end anywhere; the lowerings and the
-        # rewrites above write many)
-        final.append(SlicesAsCompressPass())
-        if "Compress" in target.lacks:
-            final.append(LowerCompressPass())
-    if "tile-nop-broadcast" in dict(target.quirks):
-        # (after every rewrite above, which pad by Tile below opset 14: squeeze-empty's)
-        final.append(TilesAsConstantOfShapePass())
-    if "int64-narrowed" in dict(target.quirks):
-        # (whole-model: any constant may be a bound; after the rewrites, which write some)
-        final.append(NarrowInt64SentinelsPass())
-    if "shape-expr" in dict(target.quirks):
-        # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
-        final.append(ShapesAsTensorsPass())
+    quirks = [QUIRKS[q] for q, _ in target.quirks if q in QUIRKS]
+    final += quirk_rewrites(quirks, "final", options, target)
     final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
-    if "concat-after-run-time-empty" in dict(target.quirks):
-        final.append(PadEmptyConcatOperandsPass())  # (after every rewrite, which join by Concat)
+    final += quirk_rewrites(quirks, "after-drop", options, target)
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
-    reads_shapes = {"duplicate-computations", "symbolic-value-info", "static-empty-input"} & set(dict(target.quirks))
-    if not inferred_after or reads_shapes:
+    after_inference = quirk_rewrites(quirks, "after-inference", options, target)
+    if not inferred_after or after_inference:
         # (a whole-model onnx inference: 1.7 s of the 8.7 s of 3,000 run-time list edits)
         final.append(InferSequenceShapesPass(options.keepdims_policy))
-    if "duplicate-computations" in dict(target.quirks):
-        # (after every rewrite, which may each write the same computation again, and after
-        # the inference, whose dims decide which rows are the same: so a second lowering
-        # finds what the first did): the same rows, then the same constants, so that the
-        # same computations have the same inputs
-        final += [_MergeDuplicates(), CleanUpGraphPass()]  # (the bounds of the Slices merged)
-    if "symbolic-value-info" in dict(target.quirks):
-        final.append(ForgetIntermediateShapesPass())
-    if "static-empty-input" in dict(target.quirks):
-        # (after the inference above: the values inside keep the shapes it found)
-        final.append(EmptyInputsAsSymbolicPass())
+    final += after_inference
     # What the rounds kept for a rank nothing could find is Flat with ranks known at run
     # time; then the rounds go on from there.
     runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
@@ -214,29 +150,45 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
     return [*inline, rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
 
 
-# Quirks whose rewrite is one pass over every node of an op (regions.QUIRK_OPS says which
-# ops), in the order they run: the Slices a Split becomes and the CumSum of its run-time
-# bounds come before the passes that fix what onnx2torch reads wrong in them.
-_OP_QUIRK_REWRITES: list[tuple[str, Callable[[], ir.passes.PassBase]]] = [
-    ("nonzero-layout", NonZeroByTopKPass),
-    ("no-split-18", SplitToSlicesPass),
-    ("no-allowzero", ReshapeWithoutAllowzeroPass),
-    ("constant-list-value", ConstantValuesAsTensorsPass),
-    ("cumsum-exclusive-empty", InclusiveCumSumsPass),
-    ("cumsum-reverse-default", SpellOutCumSumDirectionPass),
-    ("range-step-sign", ClampRangeLimitsPass),
-    ("reduce-axes-attribute-ignored", lambda: ReductionsAsSumsPass(OPENVINO)),
-    ("no-reduce-18", lambda: ReductionsAsSumsPass(ONNX2TORCH)),
-    ("reduce-empty-axis", lambda: PadReducedAxesPass(frozenset(QUIRK_OPS["reduce-empty-axis"]))),
-    ("reduce-extremes-finite", lambda: PadReducedAxesPass(frozenset(QUIRK_OPS["reduce-extremes-finite"]), floats_only=True)),
-    ("expand-zero-dim", FoldEmptyExpandsPass),
-    ("empty-slice-pushed-up", EmptySlicesAsConstantOfShapePass),
-    ("integer-division-by-zero", GuardIntegerDivisionPass),
-    ("reduce-negative-axis-empty", PositiveReductionAxesPass),
-    ("if-run-time-shape", lambda: IfsToSelectsPass(only=run_time_shaped, gathered=True)),
-    # Last: the rewrites above may leave Ifs.
-    ("one-if-per-graph", IfsInScansPass),
-]
+def quirk_rewrites(quirks: list[Quirk], phase: str, options: LowerOptions, target: Target,
+                   again: bool = False) -> list[ir.passes.PassBase]:
+    """The passes of ``quirks``' rewrites for ``phase`` (or their runs again after folding),
+    in the registry's order (``seqlower.targets.registry``)."""
+    order = {q.id: k for k, q in enumerate(QUIRKS.values())}
+    passes: list[ir.passes.PassBase] = []
+    for quirk in sorted(quirks, key=lambda q: order[q.id]):
+        ref = quirk.again if again else quirk.rewrite if quirk.phase == phase else None
+        if ref is None:
+            continue
+        module, name = ref.split(":")
+        make = getattr(importlib.import_module(f"seqlower.passes.{module}"), name)
+        passes += [make()] if isinstance(make, type) else make(options, target)
+    return passes
+
+
+def empty_loop_states(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk empty-constant-loop-state's rewrite: the Loops with a constant empty state
+    unrolled where they can be, the rest given the state built at run time."""
+    return [UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state), UnfoldEmptyLoopStatesPass()]
+
+
+def empty_loop_states_again(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """After folding: it can make a Loop's trip count a constant too (TorchScript's len of a
+    list of static length): such a Loop is unrolled, as before folding, and one it made run
+    no iteration, reading the empty constants of a list lowered before its length was
+    known, is its initial values; a Loop given a run-time state now may need its
+    zero-trip guard too."""
+    passes = [FoldZeroTripLoopsPass(), UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state),
+              UnfoldEmptyLoopStatesPass(), DropEmptyConcatOperandsPass()]
+    if "loop-assumes-an-iteration" in dict(target.quirks):
+        passes.append(GuardZeroTripLoopsPass())
+    return passes
+
+
+def merge_duplicates(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk duplicate-computations' rewrite: the same rows, then the same constants, so
+    that the same computations have the same inputs (the bounds of the Slices merged)."""
+    return [_MergeDuplicates(), CleanUpGraphPass()]
 
 
 class _DeduplicateInitializersQuietly(DeduplicateInitializersPass):
@@ -310,10 +262,15 @@ class Rounds(ir.passes.InPlacePass):
         whose lowered Loops keep subgraphs: a whole-model inference and 15 walks).
         """
         modified = typed_only = False
+        # (what the passes before the inference say of the Loops they keep, in a round that
+        # turns out to change nothing, is not the last word: the passes after them said it)
+        reasons = dict(model.meta.get(LOOP_REASONS_KEY, {})) if self._typed_only else None
         for p in self.passes:
             inference = isinstance(p, InferSequenceShapesPass)
             if inference and self._typed_only and not modified:
                 self._typed_only = False
+                if reasons is not None:
+                    model.meta[LOOP_REASONS_KEY] = reasons
                 return False
             before = model.meta.get(ANALYSIS_STASH_KEY)
             if p(model).modified:
@@ -365,28 +322,12 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
     """The target's rewrites that constant folding undoes, to run again after it: an
     empty Loop state built at run time for OpenVINO has a static shape of size 0, which
     onnxscript's folding turns back into the constant OpenVINO fails on."""
-    quirks = dict(load_target(options.target).quirks)
-    passes: list[ir.passes.PassBase] = []
-    if "empty-constant-loop-state" in quirks:
-        # Folding can make a Loop's trip count a constant too (TorchScript's len of a list
-        # of static length): such a Loop is unrolled, as before folding.
-        # and one it made run no iteration, reading the empty constants of a list lowered
-        # before its length was known, is its initial values.
-        passes += [FoldZeroTripLoopsPass(), UnrollLoopsPass(options.max_unroll, select=has_constant_empty_state),
-                   UnfoldEmptyLoopStatesPass(), DropEmptyConcatOperandsPass()]
-        # A Loop given a run-time state now may need its zero-trip guard too.
-        if "loop-assumes-an-iteration" in quirks:
-            passes.append(GuardZeroTripLoopsPass())
-    if "empty-constant" in quirks:
-        passes.append(EmptyConstantsAsConstantOfShapePass())  # (folding made them constants again)
-    if "concat-after-run-time-empty" in quirks:
-        passes.append(PadEmptyConcatOperandsPass())  # (what folding left of the operands, again)
     target = load_target(options.target)
+    passes: list[ir.passes.PassBase] = []
     if "Loop" in target.lacks and "Scan" not in target.lacks:
         passes.append(UnrollConstantScansPass(options.max_unroll))  # (as in build_passes' final)
-    if "int64-narrowed" in quirks:
-        passes.append(NarrowInt64SentinelsPass())  # (a folded bound is a new constant)
-    return passes
+    quirks = [QUIRKS[q] for q, _ in target.quirks if q in QUIRKS]
+    return passes + quirk_rewrites(quirks, "", options, target, again=True)
 
 
 def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.passes.PassBase]:

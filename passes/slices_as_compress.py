@@ -24,11 +24,13 @@ import onnx_ir as ir
 
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import NameAuthority
+from seqlower.options import LowerOptions
+from seqlower.targets import Target
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.passes.guard_zero_trip_loops import sizing_shape
 
-__all__ = ["SlicesAsCompressPass"]
+__all__ = ["SlicesAsCompressPass", "with_compress_lowered"]
 
 
 class SlicesAsCompressPass(ir.passes.InPlacePass):
@@ -219,3 +221,11 @@ def _from_end(bound: ir.Value, n: ir.Value, zero: ir.Value, o: Ops, name: str) -
         return bound
     negative = o.op("Less", [bound, zero], f"{name}_negative", dtype=ir.DataType.BOOL, shape=[1])
     return o.op("Where", [negative, o.op("Add", [bound, n], f"{name}_from_end", dtype=INT64, shape=[1]), bound], f"{name}_counted", dtype=INT64, shape=[1])
+
+
+def with_compress_lowered(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk slice-run-time-end's rewrite (seqlower.targets.registry), and the Compress
+    it writes lowered for a target without Compress."""
+    from seqlower.passes.lower_compress import LowerCompressPass
+
+    return [SlicesAsCompressPass(), *([LowerCompressPass()] if "Compress" in target.lacks else [])]

@@ -14,11 +14,9 @@ import logging
 import mmap
 import os
 import shutil
-import sys
 import tempfile
-import threading
 import warnings
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +46,6 @@ __all__ = [
     "ModelSource",
     "read_model_proto",
     "read_model_held",
-    "read_model_beside",
-    "ChecksBeside",
-    "ChecksNotPassed",
     "load_model",
     "save_model",
     "stage_model",
@@ -58,6 +53,7 @@ __all__ = [
     "check_model",
     "weightless_proto",
     "to_proto",
+    "with_weights",
     "from_proto",
     "innermost_type",
     "iter_tensor_protos",
@@ -92,9 +88,13 @@ def _mapped(path: Path) -> bytes | mmap.mmap:
 
 def _check_external_data(proto: onnx.ModelProto, base_dir: str | None, label: str, *,
                          main_initializers: bool = True, main_nodes: list[int] | None = None,
-                         ) -> list[onnx.TensorProto]:
+                         unplaced: bool = False) -> list[onnx.TensorProto]:
     """Refuse external data that is missing, truncated or outside the model's folder.
-    Returns the external tensors but the main graph's initializers (``_load_node_tensors``)."""
+    Returns the external tensors but the main graph's initializers (``_load_node_tensors``).
+    ``unplaced``: a model with no folder (``base_dir`` None) may keep external data it
+    never reads: none is returned, and none is checked."""
+    if base_dir is None and unplaced:
+        return []
     base_real = os.path.realpath(base_dir) if base_dir is not None else None
     others = [t for t in iter_tensor_protos(proto, main_initializers=False, main_nodes=main_nodes)
               if t.data_location == onnx.TensorProto.EXTERNAL and not is_stub(t)]
@@ -151,88 +151,27 @@ def read_model_proto(
 
 
 def read_model_held(source: ModelSource, *, types: MutableMapping[str, onnx.TypeProto] | InferredTypes | None = None,
-                    ) -> tuple[onnx.ModelProto, Weights | None]:
+                    base_dir: str | None = None, unplaced: bool = False) -> tuple[onnx.ModelProto, Weights | None]:
     """``read_model_proto`` (checked, external data not loaded) with the main graph's
     weights held out of the proto (``seqlower.weights``): each stands in it as a stub.
     For rewriting the graph and writing it back with ``stage_model(..., weights)``; a
-    pass that converts the whole model restores them first (``Weights.restore``)."""
-    return _read(source, load_external_data=False, check=True, types=types, hold=True)
+    pass that converts the whole model restores them first (``Weights.restore``).
+    ``base_dir``: the folder of the model's external data, for ``bytes`` (a path's own
+    folder otherwise). ``unplaced``: without a folder, external data stays where it
+    is, unread and unchecked (a proto loaded without it, handed to the API)."""
+    return _read(source, load_external_data=False, check=True, types=types, hold=True, base_dir=base_dir,
+                 unplaced=unplaced)
 
 
-def read_model_beside(source: ModelSource, *, types: InferredTypes | None = None,
-                      ) -> tuple[onnx.ModelProto, Weights | None, ChecksBeside | None]:
-    """``read_model_held``, with the checks that only refuse (onnx's checker,
-    ``check_structure``) run beside the caller in a child process when the model is big
-    and this system forks: the caller goes on with the model, confirms them before onnx's
-    code reads it (``ChecksBeside.confirm``: the type check waits in ``types`` until then)
-    and asks them before it uses what it made. When they did not pass, it reads the model
-    again with ``read_model_held``, which raises what they found (or warns, and sorts the
-    nodes), exactly as reading it alone would. None: they ran here."""
-    beside: list[ChecksBeside] = []
-    proto, weights = _read(source, load_external_data=False, check=True, types=types, hold=True, beside=beside)
-    return proto, weights, beside[0] if beside else None
-
-
-# Main-graph nodes from which the checks run beside (``read_model_beside``): below, a
-# fork costs about what they do.
-BESIDE_NODES = 5000
-
-
-class ChecksNotPassed(Exception):
-    """The checks run beside did not pass: read the model again (``read_model_held``)."""
-
-
-class ChecksBeside:
-    """The checks ``read_model_beside`` runs in a child process: ``passed`` waits for them."""
-
-    def __init__(self, pid: int) -> None:
-        self._pid = pid
-        self._passed: bool | None = None
-
-    def passed(self) -> bool:
-        """Whether they found nothing (no error, no warning); waits for them once."""
-        if self._passed is None:
-            try:
-                _, status = os.waitpid(self._pid, 0)
-                self._passed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-            except ChildProcessError:
-                self._passed = False
-        return self._passed
-
-    def confirm(self) -> None:
-        """Wait for them; ChecksNotPassed unless they passed. (Called before onnx's own
-        code reads the model: it is not meant for what its checker refuses.)"""
-        if not self.passed():
-            raise ChecksNotPassed
-
-
-def _checks_beside(run: Callable[[], bool]) -> ChecksBeside | None:
-    """``run()`` (True: passed) in a forked child, or None where this process cannot fork
-    safely: not Linux, or other threads running (a fork copies only this one, and the
-    locks the others hold)."""
-    if not sys.platform.startswith("linux") or threading.active_count() > 1:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        return None
-    if pid == 0:  # the child: only an exit code comes back (os._exit: nothing of the parent's is flushed)
-        code = 1
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                code = 0 if run() else 1
-        except BaseException:  # noqa: BLE001 (any failure is "not passed": the parent checks again)
-            code = 1
-        finally:
-            os._exit(code)
-    return ChecksBeside(pid)
+# Main-graph nodes from which the type check (onnx's inference on the whole model) waits
+# until a type is asked for (``InferredTypes``): a stack of equal blocks is typed by its
+# templates' lowerings, and each sub-model lowered is checked as a model is.
+DEFER_NODES = 5000
 
 
 def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: Any,
-          hold: bool, beside: list[ChecksBeside] | None = None) -> tuple[onnx.ModelProto, Weights | None]:
+          hold: bool, base_dir: str | None = None, unplaced: bool = False) -> tuple[onnx.ModelProto, Weights | None]:
     label = _label(source)
-    base_dir: str | None = None
     held = None
     if isinstance(source, onnx.ModelProto):
         proto = onnx.ModelProto()
@@ -278,24 +217,9 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
     # Held weights were read inline from the file (none of the main graph's initializers
     # is external there, or nothing is held).
     external = _check_external_data(proto, base_dir, label, main_initializers=held is None,
-                                    main_nodes=held.external if held is not None else None)
+                                    main_nodes=held.external if held is not None else None, unplaced=unplaced)
     if external and not load_external_data:
         _load_node_tensors(external, base_dir, label)
-    if check and beside is not None and held is not None and len(proto.graph.node) >= BESIDE_NODES:
-        skel_held = held
-
-        def passes() -> bool:
-            if check_proto(skel_held.skeleton, label, base_dir, main_nodes=skel_held.external):
-                return False  # a warning: the nodes are sorted when read again
-            check_structure(proto, label, skel_held)
-            return True
-
-        running = _checks_beside(passes)
-        if running is not None:
-            beside.append(running)
-            # (onnx's inference runs only once they passed: ``ChecksBeside.confirm``)
-            check_types(held.skeleton, label, types, dims_from=proto, main_nodes=held.attributed, defer=True)
-            check = False
     if check:
         # The checks read no weights: they run on the skeleton (big weights as typed inputs).
         skel = held.skeleton if held is not None else skeleton(proto)
@@ -307,7 +231,8 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
                     held.nodes_moved()
         check_structure(proto, label, held)
         check_types(skel, label, types, dims_from=proto if held is not None else None,
-                    main_nodes=held.attributed if held is not None else None)
+                    main_nodes=held.attributed if held is not None else None,
+                    defer=held is not None and len(proto.graph.node) >= DEFER_NODES)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
@@ -449,6 +374,16 @@ def stage_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike,
     except BaseException:
         staged.discard()
         raise
+
+
+def with_weights(model: ir.Model | onnx.ModelProto, weights: Weights | None) -> onnx.ModelProto:
+    """A lowered model as one ModelProto, the weights ``read_model_held`` held out put back
+    from their bytes: what ``stage_model(model, path, weights)`` writes, parsed."""
+    if isinstance(model, onnx.ModelProto) and weights is not None:
+        out = onnx.ModelProto()
+        out.ParseFromString(b"".join(bytes(p) for p in weights.serialized(model)))
+        return out
+    return to_proto(model)
 
 
 def save_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> None:

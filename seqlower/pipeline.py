@@ -10,7 +10,7 @@ protobuf alone, without onnx_ir or the passes (Stage 11's start-up; tests/test_l
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -68,8 +68,7 @@ def kept_loop_reasons(model: ir.Model, target_name: str, max_unroll: int = DEFAU
 def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None = None, *,
                             base_dir: str | None = None, label: str = "<model>",
                             inferred: Mapping[str, onnx.TypeProto] | None = None,
-                            weights: Weights | None = None, ready: Callable[[], None] | None = None,
-                            ) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
+                            weights: Weights | None = None) -> tuple[onnx.ModelProto | ir.Model, LowerReport]:
     """Lower a checked ModelProto, touching only its sequence region (``seqlower.regions``):
     a model no pass has work in comes back as it is, and a model whose region can be cut
     out has only that region converted, lowered and spliced back (``proto`` is changed in
@@ -77,10 +76,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     ``inferred``: value types inference found while checking the model (``read_model_proto``'s
     ``types``), which spare the region its own inference. ``weights``: what
     ``read_model_held`` held out of ``proto`` (a ModelProto that comes back still has its
-    stubs: write it with them). ``ready``: called before onnx's own code (inference, the
-    checker, a pass) first reads ``proto`` or a part of it: the reader's checks, running
-    beside, end there (``model_io.ChecksBeside.confirm``)."""
-    ready = ready or (lambda: None)
+    stubs: write it with them)."""
     options = options or LowerOptions()
     target = load_target(options.target)
     nodes = list(proto.graph.node)
@@ -100,7 +96,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     # lowered, in its place.
     unchecked = isinstance(inferred, InferredTypes) and inferred.pending
     if found is not None:
-        region, templates = _cut_repeats(found, inferred, weights, label, options, unchecked, ready)
+        region, templates = _cut_repeats(found, inferred, weights, label, options, unchecked)
     if isinstance(inferred, InferredTypes):
         unchecked = inferred.pending
         inferred.release()  # the region took its types; the whole model's inference result goes
@@ -125,7 +121,6 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
             report.gaps = [*report.gaps, *outside]
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
-    ready()
     if unchecked and isinstance(inferred, InferredTypes):
         inferred.resolve()  # the checks the reader deferred, on the whole model
         inferred.release()
@@ -142,15 +137,12 @@ _Template = tuple[repeats.Group, onnx.ModelProto, LowerReport]
 
 
 def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, weights: Weights | None,
-                 label: str, options: LowerOptions, check: bool = False,
-                 ready: Callable[[], None] = lambda: None) -> tuple[Region, list[_Template]]:
+                 label: str, options: LowerOptions, check: bool = False) -> tuple[Region, list[_Template]]:
     """The region, with its repeated webs lowered apart (``seqlower.repeats``): each group's
     template lowered, and the region that is left, whose sub-model leaves the members out.
     ``check``: check each template's types first, as the reader checks a model's
-    (``model_check.check_types``; ModelError: invalid). ``ready``: see
-    ``lower_proto_with_report``."""
+    (``model_check.check_types``; ModelError: invalid)."""
     plan = repeats.Plan(found, inferred, weights)
-    ready()  # (what follows infers and lowers)
     made: dict[bytes, _Template | None] = {}
     for m in plan.candidates:
         key = plan.key(m)
@@ -227,10 +219,13 @@ def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **k
     """
     with fewer_collections():
         if isinstance(model, onnx.ModelProto):
-            copy = onnx.ModelProto()
-            copy.CopyFrom(model)
-            out, _ = lower_proto_with_report(copy, LowerOptions(**kwargs), base_dir=base_dir)
-            return to_proto(out)
+            # The CLI's road (``seqlower lower``): read and checked as a file is, weights held
+            # as stubs, the region lowered, and the weights' bytes put back.
+            from seqlower.job import Job
+
+            job = Job.read(model, base_dir=base_dir)
+            job.lower(LowerOptions(**kwargs))
+            return job.model()
         if base_dir is not None:
             ir.external_data.set_base_dir(model.graph, base_dir)
         return lower_with_report(model, LowerOptions(**kwargs))[0]

@@ -31,6 +31,7 @@ from onnx import helper
 
 from seqlower import ops
 from seqlower.inference import infer_shapes
+from seqlower.targets.registry import QUIRKS
 from seqlower.protos import OPEN_WHEN_EMPTY, canonical_subgraphs, outer_reads, scan_output_of, own_names, reads_and_names, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
@@ -46,12 +47,11 @@ _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 # Ops whose outputs may be sequences when an input is: a value from the region keeps
 # growing the region through them.
 _CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
-# Target quirks whose rewrites run over every node, not only sequence ones.
-_WHOLE_MODEL_QUIRKS = frozenset({"symbolic-value-info", "split-tuple-output", "int64-narrowed", "squeeze-empty",
-                                 "slice-run-time-end", "transpose-empty", "static-empty-input", "shape-expr"})
-# Of those, the ones with work only where the model has one of these ops.
-_WHOLE_MODEL_OPS = {"squeeze-empty": frozenset({"Squeeze", "Unsqueeze"}), "slice-run-time-end": frozenset({"Slice"}),
-                    "transpose-empty": frozenset({"Transpose"}), "shape-expr": frozenset({"Shape"})}
+# Target quirks whose rewrites run over every node, not only sequence ones
+# (seqlower.targets.registry), and of those, the ones with work only where the model has
+# one of their ops.
+_WHOLE_MODEL_QUIRKS = frozenset(q.id for q in QUIRKS.values() if q.rewrite and q.whole_model)
+_WHOLE_MODEL_OPS = {q.id: frozenset(q.ops) for q in QUIRKS.values() if q.rewrite and q.whole_model and q.ops}
 # Element types of weights, never of positions, sizes, shapes or masks.
 _NUMBERS = frozenset(getattr(onnx.TensorProto, t) for t in (
     "FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
@@ -64,28 +64,16 @@ _IN_PLACE = 512
 _SMALL_BYTES = 1 << 16
 
 
-# Target quirks whose rewrites apply to every node of one op (passes/schedule.py's final
-# passes), so every such node belongs to the region.
-QUIRK_OPS = {
-    "empty-constant-loop-state": "Loop", "loop-assumes-an-iteration": "Loop", "cumsum-reverse-default": "CumSum",
-    "no-split-18": "Split", "no-allowzero": "Reshape", "constant-list-value": "Constant", "range-step-sign": "Range",
-    "cumsum-exclusive-empty": "CumSum", "nonzero-layout": "NonZero",
-    "expand-zero-dim": "Expand", "empty-slice-pushed-up": "Slice", "tile-nop-broadcast": "Tile", "concat-after-run-time-empty": "Concat", "integer-division-by-zero": ("Div", "Mod"),
-    "reduce-axes-attribute-ignored": ("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"),
-    "no-reduce-18": ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"),
-    "reduce-extremes-finite": ("ReduceMax", "ReduceMin"),
-    "reduce-negative-axis-empty": (*sorted(ops.REDUCE_OPS), "ArgMax", "ArgMin"),
-    # tract's product of nothing is 1 already.
-    "reduce-empty-axis": tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"})),
-    "if-run-time-shape": "If", "one-if-per-graph": "If",
-}
+# Target quirks whose rewrites apply to every node of their ops (the registry's), so every
+# such node belongs to the region.
+QUIRK_OPS = {q.id: q.ops for q in QUIRKS.values() if q.rewrite and q.ops and not q.whole_model}
 
 
 def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[str]:
     """Ops some pass rewrites: sequence and optional ops, ReverseSequence, what the target
     lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
     about an op, every node of it (``QUIRK_OPS``)."""
-    every = {op for q in quirks if q in QUIRK_OPS for op in ((QUIRK_OPS[q],) if isinstance(QUIRK_OPS[q], str) else QUIRK_OPS[q])}
+    every = {op for q in quirks if q in QUIRK_OPS for op in QUIRK_OPS[q]}
     return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | every)
 
 

@@ -205,14 +205,16 @@ def _before_the_fix(name: str, patch: pytest.MonkeyPatch) -> None:
     """The lowering for openvino as it was before each export's fix."""
     import onnx_ir as ir
 
-    from seqlower.passes import ifs_to_selects, schedule
+    from seqlower.passes import ifs_to_selects
 
     class Kept(ir.passes.InPlacePass):
         def call(self, model: ir.Model) -> ir.passes.PassResult:
             return ir.passes.PassResult(model, False)
 
     if name.startswith("19476"):
-        patch.setattr(schedule, "TilesAsConstantOfShapePass", Kept)
+        from seqlower.passes import tiles_as_constant_of_shape
+
+        patch.setattr(tiles_as_constant_of_shape, "TilesAsConstantOfShapePass", Kept)
     elif name.startswith("22352"):
         from seqlower.passes._tensor_ops import Ops
 
@@ -226,7 +228,7 @@ def _before_the_fix(name: str, patch: pytest.MonkeyPatch) -> None:
             return not ifs_to_selects.is_zero_trip_guard(node) and any(
                 isinstance(v.type, ir.TensorType) and v.shape is not None and v.shape.rank() >= 1
                 and not isinstance(v.shape.dims[0], int) for v in node.outputs)
-        patch.setattr(schedule, "run_time_shaped", first_dim_only)
+        patch.setattr(ifs_to_selects, "run_time_shaped", first_dim_only)
 
 
 @pytest.mark.parametrize("name, truth", [("19476_torchscript-op13-all-nofold.onnx", _torch_19476),

@@ -128,10 +128,9 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower.cli.verify import compare, load_given_inputs
-    from seqlower.model_check import InferredTypes
-    from seqlower.model_io import (ChecksNotPassed, check_model, read_model_beside, read_model_held, read_model_proto,
-                                   stage_model)
-    from seqlower.pipeline import LowerOptions, lower_proto_with_report
+    from seqlower.job import Job
+    from seqlower.model_io import check_model, read_model_proto
+    from seqlower.pipeline import LowerOptions
     from seqlower.targets import load_target
 
     to_stdout = dst_name == STDOUT
@@ -141,39 +140,21 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
     timings: dict[str, float] = {}
     given = load_given_inputs(str(src), args.inputs) if args.verify else None
     t = time.perf_counter()
-    inferred = InferredTypes()
-    # The checks that only refuse run beside the lowering (a big model, on a system that
-    # forks) until onnx's code reads the model; if they did not pass, it is read again,
-    # checked here, and lowered again (what they refuse is refused as it always is).
-    proto, weights, checks = read_model_beside(src, types=inferred)
+    job = Job.read(src)
     counting = _counting(args)
-    before = count_ops(proto) if counting else Counter()
+    before = count_ops(job.proto) if counting else Counter()
     timings["load"] = time.perf_counter() - t
     t = time.perf_counter()
     options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
                            optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []))
-    base_dir = str(src.parent.absolute())
-    try:
-        lowered, report = lower_proto_with_report(proto, options, base_dir=base_dir, label=str(src),
-                                                  inferred=inferred, weights=weights,
-                                                  ready=checks.confirm if checks is not None else None)
-    except ChecksNotPassed:
-        pass
-    except Exception:
-        if checks is None or checks.passed():
-            raise
-    if checks is not None and not checks.passed():
-        inferred = InferredTypes()
-        proto, weights = read_model_held(src, types=inferred)
-        before = count_ops(proto) if counting else Counter()
-        lowered, report = lower_proto_with_report(proto, options, base_dir=base_dir, label=str(src),
-                                                  inferred=inferred, weights=weights)
+    report = job.lower(options)
+    lowered, weights = job.lowered, job.weights
     after = count_ops(lowered) if counting else Counter()
     timings["lower"] = time.perf_counter() - t
     target = load_target(args.target)
     gaps = report.gaps
     t = time.perf_counter()
-    staged = None if to_stdout else stage_model(lowered, dst, weights)
+    staged = None if to_stdout else job.stage(dst)
     try:
         if staged is not None and staged.external_data:
             # The final check, against the output's own folder, as a user will load it.

@@ -19,6 +19,7 @@ from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.inference import infer_shapes, localize_outer_constants
 from seqlower.inventory import walk_graphs
+from seqlower.targets.registry import QUIRKS
 from seqlower.weights import is_stub
 
 __all__ = ["DETECTORS", "quirk_findings", "TVM_SHAPE_TAKING_OPS", "TVM_SHAPE_SLOTS"]
@@ -982,32 +983,16 @@ def _ifs_past_the_first(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
 
 
-# Quirk id -> detector: (node, graph path, why) for every node the quirk hits.
+def _if_branch_facts_all(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """tract: an If whose branches give what it cannot hold as one fact, every way found."""
+    return _unique([*_if_branch_facts(model), *_if_branch_growth(model), *_if_branch_data_sizes(model),
+                    *_if_branch_unknown_dims(model)])
+
+
+# Quirk id -> detector: (node, graph path, why) for every node the quirk hits; which
+# function detects which quirk is the registry's (seqlower.targets.registry).
 DETECTORS: dict[str, Callable[[onnx.ModelProto], Iterator[tuple[str, str, str]]]] = {
-    "if-branch-facts": lambda m: _unique([*_if_branch_facts(m), *_if_branch_growth(m), *_if_branch_data_sizes(m),
-                                          *_if_branch_unknown_dims(m)]),
-    "data-dependent-shape": _data_dependent_shapes,
-    "shape-expr": _tvm_shape_expressions,
-    "dynamic-split": _tvm_dynamic_splits,
-    "concat-opaque-shape": _tvm_concats_of_opaque_shapes,
-    "if-output-shape": _tvm_shapes_of_if_outputs,
-    "reduce-negative-axis-empty": _negative_axes_of_unknown_rank,
-    "reduce-axes-attribute-ignored": _integer_log_reductions,
-    "no-reduce-18": _reductions_from_18,
-    "if-run-time-shape": _if_run_time_shapes,
-    "empty-constant": _empty_constant_readers,
-    "static-empty-input": _openvinos_folds_of_empty_inputs,
-    "no-strings": _string_tensors,
-    "zero-size-scan-output": _zero_size_scan_outputs,
-    "string-input": _unread_string_inputs,
-    "pad-of-shape": _pads_of_shapes,
-    "loop-assumes-an-iteration": _loops_growing_from_a_row,
-    "slice-end-max": _computed_slice_ends,
-    "reshape-dynamic-rank": _dynamic_rank_reshapes,
-    "one-if-per-graph": _ifs_past_the_first,
-    "zero-product-data-sized": _zero_products_of_data_sized,
-    "data-sized-slice": _data_sized_slices,
-    "reverse-slice-empty": _reversed_slices_of_maybe_empty,
+    q.id: globals()[q.detector] for q in QUIRKS.values() if q.detector
 }
 
 

@@ -150,16 +150,6 @@ def test_a_stash_is_not_used_with_other_parameters_or_after_a_change():
     assert analyze_reusing(m, max_unroll=64) is not a  # used once
 
 
-def test_every_op_wide_quirk_rewrite_puts_its_op_in_the_region_and_is_a_real_quirk():
-    from seqlower.passes.schedule import _OP_QUIRK_REWRITES
-    from seqlower.regions import QUIRK_OPS
-    from seqlower.targets import TARGETS, load_target
-
-    profiled = {q for name in TARGETS for q, _ in load_target(name).quirks}
-    rewritten = {q for q, _ in _OP_QUIRK_REWRITES}
-    assert rewritten <= set(QUIRK_OPS) and set(QUIRK_OPS) <= profiled, (rewritten - set(QUIRK_OPS), set(QUIRK_OPS) - profiled)
-
-
 def _collect_rows():
     """A Loop appending x's rows to a list, then the rows joined: lowered, the Loop carries
     a tensor, and its body's new values are typed by the next round's inference."""

@@ -1,0 +1,154 @@
+"""Every runtime quirk seqlower knows, registered once: what rewrites it, what names the
+nodes it hits, which ops it touches and whether it reaches past the sequence region.
+
+A target's profile (``seqlower/targets/NAME.toml``) says which quirks the runtime has, in
+its own words; this table says what seqlower does about each. The schedule
+(``passes/schedule.py``), the region way (``seqlower/regions.py``), the re-run after
+folding and ``check --target`` (``seqlower/targets/quirks.py``) all read it, so a quirk
+cannot be rewritten on one road and forgotten on another. ``tests/test_quirk_registry.py``
+fails when a profile names an id that is not here, or one that has no rewrite, no
+detector and no word on how else it is handled.
+
+The table is data (importing it loads no pass: ``lower`` of a model with nothing to
+lower reads it to decide there is nothing). A rewrite is named ``"module:callable"``
+under ``seqlower.passes``: a pass class built with no argument, or a function
+``(options, target) -> list of passes``. A detector is the name of a function in
+``seqlower.targets.quirks`` giving (node, graph path, why) for every node the quirk hits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seqlower import ops
+
+__all__ = ["QUIRKS", "Quirk", "PHASES"]
+
+# Where a rewrite runs, after the rounds: "final" (in table order), "after-drop" (after
+# the empty operands of the unrolled lists' joins are dropped, as it pads joins), and
+# "after-inference" (after the final inference, whose dims it reads).
+PHASES = ("final", "after-drop", "after-inference")
+
+
+@dataclass(frozen=True)
+class Quirk:
+    id: str
+    rewrite: str | None = None
+    phase: str = "final"
+    # Run again after the optimizer's constant folding, which undoes it.
+    again: str | None = None
+    # Every node of these ops is the rewrite's to change: the region takes them in.
+    ops: tuple[str, ...] = ()
+    # The rewrite reads nodes anywhere in the model (of ``ops``, or any node when there are
+    # none): a region cut out of the model cannot hold it.
+    whole_model: bool = False
+    detector: str | None = None
+    # Neither rewrite nor detector: how else it is handled, as "lowering: ...",
+    # "executor: ..." or "values: ..." (it depends on values, not on nodes).
+    handled: str | None = None
+
+
+_REDUCE = tuple(sorted(ops.REDUCE_OPS))
+
+_TABLE = [
+    # -- rewrites, in the order they run -----------------------------------------------
+    Quirk("empty-constant-loop-state", rewrite="schedule:empty_loop_states", again="schedule:empty_loop_states_again",
+          ops=("Loop",)),
+    Quirk("loop-assumes-an-iteration", rewrite="guard_zero_trip_loops:GuardZeroTripLoopsPass", ops=("Loop",),
+          detector="_loops_growing_from_a_row"),
+    # (not region-wide: the empty constants are the lowerings' own, in the region)
+    Quirk("empty-constant", rewrite="empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
+          again="empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
+          detector="_empty_constant_readers"),
+    Quirk("split-tuple-output", rewrite="separate_tuple_outputs:SeparateTupleOutputsPass", whole_model=True),
+    Quirk("nonzero-layout", rewrite="nonzero_by_topk:NonZeroByTopKPass", ops=("NonZero",)),
+    # (the Slices a Split becomes and the CumSum of its run-time bounds come before the
+    # passes that fix what onnx2torch reads wrong in them)
+    Quirk("no-split-18", rewrite="split_to_slices:SplitToSlicesPass", ops=("Split",)),
+    Quirk("no-allowzero", rewrite="reshape_without_allowzero:ReshapeWithoutAllowzeroPass", ops=("Reshape",)),
+    Quirk("constant-list-value", rewrite="constant_values_as_tensors:ConstantValuesAsTensorsPass", ops=("Constant",)),
+    Quirk("cumsum-exclusive-empty", rewrite="inclusive_cumsums:InclusiveCumSumsPass", ops=("CumSum",)),
+    Quirk("cumsum-reverse-default", rewrite="spell_out_cumsum_direction:SpellOutCumSumDirectionPass", ops=("CumSum",)),
+    Quirk("range-step-sign", rewrite="clamp_range_limits:ClampRangeLimitsPass", ops=("Range",)),
+    Quirk("reduce-axes-attribute-ignored", rewrite="reductions_as_sums:for_openvino",
+          ops=("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"), detector="_integer_log_reductions"),
+    Quirk("no-reduce-18", rewrite="reductions_as_sums:for_onnx2torch",
+          ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"), detector="_reductions_from_18"),
+    # (tract's product of nothing is 1 already)
+    Quirk("reduce-empty-axis", rewrite="pad_reduced_axes:for_empty_axes", ops=tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"}))),
+    Quirk("reduce-extremes-finite", rewrite="pad_reduced_axes:for_extremes", ops=("ReduceMax", "ReduceMin")),
+    Quirk("expand-zero-dim", rewrite="fold_empty_expands:FoldEmptyExpandsPass", ops=("Expand",)),
+    Quirk("empty-slice-pushed-up", rewrite="empty_slices_as_constant_of_shape:EmptySlicesAsConstantOfShapePass", ops=("Slice",)),
+    Quirk("integer-division-by-zero", rewrite="guard_integer_division:GuardIntegerDivisionPass", ops=("Div", "Mod")),
+    Quirk("reduce-negative-axis-empty", rewrite="positive_reduction_axes:PositiveReductionAxesPass",
+          ops=(*_REDUCE, "ArgMax", "ArgMin"), detector="_negative_axes_of_unknown_rank"),
+    Quirk("if-run-time-shape", rewrite="ifs_to_selects:for_run_time_shapes", ops=("If",), detector="_if_run_time_shapes"),
+    # (last of the op rewrites: the rewrites above may leave Ifs)
+    Quirk("one-if-per-graph", rewrite="ifs_in_scans:IfsInScansPass", ops=("If",), detector="_ifs_past_the_first"),
+    # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
+    Quirk("squeeze-empty", rewrite="squeezes_as_reshapes:SqueezesAsReshapesPass", ops=("Squeeze", "Unsqueeze"),
+          whole_model=True),
+    # (whole-model: a user's Transpose of an empty tensor, and the stacked lists' own)
+    Quirk("transpose-empty", rewrite="transposes_as_reshapes:TransposesAsReshapesPass", ops=("Transpose",), whole_model=True),
+    # (whole-model: a user's Slice to a computed end anywhere; the lowerings and the
+    # rewrites above write many)
+    Quirk("slice-run-time-end", rewrite="slices_as_compress:with_compress_lowered", ops=("Slice",), whole_model=True),
+    # (after every rewrite above, which pad by Tile below opset 14: squeeze-empty's)
+    Quirk("tile-nop-broadcast", rewrite="tiles_as_constant_of_shape:TilesAsConstantOfShapePass", ops=("Tile",)),
+    # (whole-model: any constant may be a bound; after the rewrites, which write some;
+    # again after folding: a folded bound is a new constant)
+    Quirk("int64-narrowed", rewrite="narrow_int64_sentinels:NarrowInt64SentinelsPass",
+          again="narrow_int64_sentinels:NarrowInt64SentinelsPass", whole_model=True),
+    # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
+    Quirk("shape-expr", rewrite="shapes_as_tensors:ShapesAsTensorsPass", ops=("Shape",), whole_model=True,
+          detector="_tvm_shape_expressions"),
+    # (after every rewrite, which join by Concat; again after folding, which leaves operands)
+    Quirk("concat-after-run-time-empty", rewrite="pad_empty_concat_operands:PadEmptyConcatOperandsPass",
+          again="pad_empty_concat_operands:PadEmptyConcatOperandsPass", phase="after-drop", ops=("Concat",)),
+    # (after every rewrite, which may each write the same computation again, and after the
+    # inference, whose dims decide which rows are the same)
+    Quirk("duplicate-computations", rewrite="schedule:merge_duplicates", phase="after-inference"),
+    Quirk("symbolic-value-info", rewrite="forget_intermediate_shapes:ForgetIntermediateShapesPass",
+          phase="after-inference", whole_model=True),
+    # (after the inference: the values inside keep the shapes it found)
+    Quirk("static-empty-input", rewrite="empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", phase="after-inference",
+          whole_model=True, detector="_openvinos_folds_of_empty_inputs"),
+    # -- named before anything runs -------------------------------------------------------
+    Quirk("if-branch-facts", detector="_if_branch_facts_all",
+          handled="lowering: Loops made Scans for it take the steps they can prove (loop_fallbacks)"),
+    Quirk("data-dependent-shape", detector="_data_dependent_shapes"),
+    Quirk("data-sized-slice", detector="_data_sized_slices"),
+    Quirk("zero-product-data-sized", detector="_zero_products_of_data_sized"),
+    Quirk("pad-of-shape", detector="_pads_of_shapes"),
+    Quirk("slice-end-max", detector="_computed_slice_ends"),
+    Quirk("reverse-slice-empty", detector="_reversed_slices_of_maybe_empty"),
+    Quirk("dynamic-split", detector="_tvm_dynamic_splits"),
+    Quirk("concat-opaque-shape", detector="_tvm_concats_of_opaque_shapes"),
+    Quirk("if-output-shape", detector="_tvm_shapes_of_if_outputs"),
+    Quirk("reshape-dynamic-rank", detector="_dynamic_rank_reshapes"),
+    Quirk("zero-size-scan-output", detector="_zero_size_scan_outputs"),
+    Quirk("no-strings", detector="_string_tensors"),
+    Quirk("string-input", detector="_unread_string_inputs"),
+    # -- handled otherwise ----------------------------------------------------------------
+    Quirk("nested-scan-state", handled="lowering: no Loop is made a Scan inside a Scan for it (loop_fallbacks)"),
+    Quirk("string-scan-outputs", handled="lowering: every target gets string scans carried (CarryStringScansPass)"),
+    Quirk("string-gather-rows", handled="lowering: the lowerings take string rows by Slice or GatherND, never Gather"),
+    Quirk("keepdims-squeeze", handled="lowering: the auto keepdims policy follows it"),
+    Quirk("if-sequences-before-13", handled="lowering: no If returns a sequence once lowered"),
+    Quirk("empty-scan", handled="lowering: a Scan that may run no step sits in an If (loops_to_scans)"),
+    Quirk("zero-trip-scan-shape", handled="lowering: every lowering scans [1, *elem] steps and reshapes them"),
+    Quirk("where-shape-condition", handled="lowering: shape-expr's rewrite makes what Shape gives a tensor first"),
+    Quirk("dynamic-compile", handled="executor: compiled for the run's concrete shapes when the dynamic model fails"),
+    Quirk("stale-state-across-shapes", handled="executor: compiled once per input shape signature"),
+    Quirk("input-renamed", handled="executor: inputs are fed by every name their port has"),
+    Quirk("initializer-input-constant", handled="executor: fed the other inputs; a value other than the default is refused"),
+    Quirk("shape-output", handled="executor: a TDim output is converted to int64"),
+    Quirk("embedding-bag-mean-crash", handled="executor: the original's crash, with or without seqlower (its optimizer)"),
+    Quirk("slice-list-index", handled="values: a warning of torch's, the numbers measured right"),
+    Quirk("int64-as-int32", handled="values: int64 values past int32's range wrap; no node is wrong as such"),
+    Quirk("integer-reductions-in-float32", handled="values: integer reductions past 2**24 round"),
+    Quirk("reshape-empty", handled="values: empty only at the shapes it compiles for"),
+]
+
+QUIRKS: dict[str, Quirk] = {q.id: q for q in _TABLE}
+assert len(QUIRKS) == len(_TABLE), "a quirk id registered twice"
