@@ -30,6 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower import ops
+from seqlower.ops import TRANSFERS, transfer
 from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.keys import ANALYSIS_STASH_KEY
@@ -206,9 +207,9 @@ class _Analyzer(ControlFlow, Chooser):
             self._opaque(node, label, f"{node_label(node)} (domain '{node.domain}')")
             return
         _check_input_kinds(node)
-        handler = getattr(self, f"_t_{node.op_type}", None)
+        handler = TRANSFERS.get(node.op_type)
         if handler is not None:
-            handler(node, label)
+            handler(self, node, label)
             return
         for sub in subgraphs(node):
             self._graph(sub, f"{label} > {node_label(node)}.{sub.name or 'body'}")
@@ -258,9 +259,13 @@ class _Analyzer(ControlFlow, Chooser):
 
     # transfer functions --------------------------------------------------------------
 
+    @transfer("SequenceEmpty")
+
     def _t_SequenceEmpty(self, node: ir.Node, label: str) -> None:
         dtype = ir.DataType(_int_attr(node, "dtype", ir.DataType.FLOAT.value))
         self._set(node.outputs[0], SeqInfo.empty(dtype), label)
+
+    @transfer("SequenceConstruct")
 
     def _t_SequenceConstruct(self, node: ir.Node, label: str) -> None:
         if not node.inputs or any(v is None for v in node.inputs):
@@ -272,6 +277,8 @@ class _Analyzer(ControlFlow, Chooser):
             next(iter(dtypes), None), [self._shape(v) for v in node.inputs], [self._const(v) for v in node.inputs]
         )
         self._set(node.outputs[0], info, label)
+
+    @transfer("SplitToSequence")
 
     def _t_SplitToSequence(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 2)
@@ -344,6 +351,8 @@ class _Analyzer(ControlFlow, Chooser):
         else:
             self._set(node.outputs[0], SeqInfo.unknown(dtype, elem, uniform).with_length_sym(sym), label)
 
+    @transfer("SequenceInsert")
+
     def _t_SequenceInsert(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 2, 3)
         s = self._need_seq(node, 0)
@@ -377,6 +386,8 @@ class _Analyzer(ControlFlow, Chooser):
         # copy of the list; 10,000 inserts into 10,000 rows were 10^8 copies.)
         self._set(out, SeqInfo.from_elements(dtype, s.elements.insert(p, (self._shape(t), self._const(t)))), label)
 
+    @transfer("SequenceErase")
+
     def _t_SequenceErase(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 2)
         s = self._need_seq(node, 0)
@@ -408,6 +419,8 @@ class _Analyzer(ControlFlow, Chooser):
         else:
             self._set(out, SeqInfo.from_elements(s.dtype, s.elements.delete(p)), label)
 
+    @transfer("SequenceAt")
+
     def _t_SequenceAt(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 2, 2)
         s = self._need_seq(node, 0)
@@ -427,9 +440,13 @@ class _Analyzer(ControlFlow, Chooser):
             # every element has): what the read gives, whatever the position.
             self.tensor_shapes[node.outputs[0]] = s.elem_shape
 
+    @transfer("SequenceLength")
+
     def _t_SequenceLength(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 1)
         self._need_seq(node, 0)
+
+    @transfer("ConcatFromSequence")
 
     def _t_ConcatFromSequence(self, node: ir.Node, label: str) -> None:
         self._check_arity(node, 1, 1)

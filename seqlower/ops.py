@@ -7,15 +7,19 @@ program generator to agreeing.
 Adding an op: register its facts here with ``op_facts``, a kernel in
 ``seqlower/executor/kernels/op_<name>.py`` (and ``KERNELS``), a rule for each
 representation (``@rule(name, into)`` in ``passes/lower_*``), a transfer function in the analysis
-(``_t_<Op>``), and a step in ``tests/program_generator.py``; tests/test_ops.py says
-which one is missing.
+(``@transfer(name)``), and a step in ``tests/program_generator.py``; tests/test_ops.py
+says which one is missing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-__all__ = ["OpFacts", "REGISTRY", "REDUCE_OPS", "op_facts", "facts", "names", "makes_lists"]
+__all__ = ["OpFacts", "REGISTRY", "REDUCE_OPS", "TRANSFERS", "op_facts", "facts", "names", "makes_lists", "transfer"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # The ai.onnx reductions (axes an attribute, then an input: ReduceSum from 13, the others
 # from 18). Not sequence ops: several targets get them wrong, and their rewrites and
@@ -57,6 +61,24 @@ def op_facts(name: str, family: str, **kwargs: object) -> OpFacts:
     f = OpFacts(name, family, **kwargs)  # type: ignore[arg-type]
     REGISTRY[name] = f
     return f
+
+
+# The analysis's transfer function of each op (``seqlower.analysis``): what the op's
+# output lists are, given its inputs'. Filled by ``@transfer``.
+TRANSFERS: dict[str, Callable[..., None]] = {}
+
+
+def transfer(name: str) -> Callable[[_F], _F]:
+    """Register the decorated analyzer method as ``name``'s transfer function (once). An
+    op with facts here, or Scan, which has none (no list crosses it: it is kept)."""
+    def register(fn: _F) -> _F:
+        if name not in REGISTRY and name != "Scan":
+            raise ValueError(f"a transfer function for {name}, which has no facts in the op registry")
+        if name in TRANSFERS:
+            raise ValueError(f"two transfer functions for {name}")
+        TRANSFERS[name] = fn
+        return fn
+    return register
 
 
 def facts(name: str) -> OpFacts | None:

@@ -11,6 +11,7 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.errors import ModelError
+from seqlower.ops import transfer
 from seqlower.irutil import _subgraph, anchored_shape, const_array, loop_runs_all_trips, node_label
 from seqlower.lattice import Elements, SeqInfo, join
 from seqlower.splits import STATIC_LENGTH_LIMIT
@@ -24,12 +25,16 @@ _WIDEN_AFTER = 4
 class ControlFlow:
     """The analyzer's transfer functions for Identity, If, Loop, Scan and SequenceMap."""
 
+    @transfer("Identity")
+
     def _t_Identity(self, node: ir.Node, label: str) -> None:
         s = self._in(node, 0)
         if s is None:
             return
         self._set(node.outputs[0], s, label)
         self._link([node.inputs[0], node.outputs[0]])
+
+    @transfer("If")
 
     def _t_If(self, node: ir.Node, label: str) -> None:
         branches = [(name, _subgraph(node, name)) for name in ("then_branch", "else_branch")]
@@ -50,6 +55,8 @@ class ControlFlow:
                 raise ModelError(f"{node_label(node)}: output '{out.name}' is a sequence in one branch only")
             self._set(out, join(ia, ib), label)
             self._link([a, out, b])
+
+    @transfer("Loop")
 
     def _t_Loop(self, node: ir.Node, label: str) -> None:
         body = _subgraph(node, "body")
@@ -159,11 +166,15 @@ class ControlFlow:
             return SeqInfo.unknown(st.dtype, st.elem_shape, st.uniform)
         return dataclasses.replace(st, length=length, elements=Elements.repeat((st.elem_shape, None), length))
 
+    @transfer("Scan")
+
     def _t_Scan(self, node: ir.Node, label: str) -> None:
         body = _subgraph(node, "body")
         if body is not None:
             self._graph(body, f"{label} > {node_label(node)}.body")
         self._opaque(node, label, node_label(node))
+
+    @transfer("SequenceMap")
 
     def _t_SequenceMap(self, node: ir.Node, label: str) -> None:
         body = _subgraph(node, "body")

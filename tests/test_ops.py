@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from seqlower import ops
-from seqlower.analysis import _Analyzer
+import seqlower.analysis  # noqa: F401 (its transfer functions register as it loads)
 from seqlower.executor.kernels import KERNELS
 from seqlower.passes import lower_flat_sequences, lower_optionals, lower_packed_sequences, lower_unrolled_sequences
 from seqlower.passes.convert import REPRESENTATIONS, rule, rules
@@ -35,8 +35,9 @@ def test_every_op_has_an_executor_kernel():
 
 def test_every_lowered_op_has_a_transfer_function_and_a_rule_per_representation():
     lowered = ops.names("sequence", lowered=True) | ops.names("control", lowered=True)
-    missing_transfer = sorted(n for n in lowered if not hasattr(_Analyzer, f"_t_{n}"))
+    missing_transfer = sorted(lowered - set(ops.TRANSFERS))
     assert missing_transfer == []
+    assert set(ops.TRANSFERS) <= set(ops.REGISTRY) | {"Scan"}
     for into in ("flat", "packed"):
         assert set(rules(into)) == lowered, into
     # Unrolled lists never cross a Loop (a trip count makes the length unknown).
@@ -46,6 +47,14 @@ def test_every_lowered_op_has_a_transfer_function_and_a_rule_per_representation(
     for module, into in ((lower_flat_sequences, "flat"), (lower_packed_sequences, "packed"),
                          (lower_unrolled_sequences, "unrolled"), (lower_optionals, "optional")):
         assert dict(module.RULES) == dict(rules(into)) and set(REPRESENTATIONS) >= {into}
+
+
+def test_a_second_transfer_function_or_one_for_an_unknown_op_is_refused():
+    with pytest.raises(ValueError, match="two transfer functions for SequenceAt"):
+        ops.transfer("SequenceAt")(lambda self, node, label: None)
+    with pytest.raises(ValueError, match="no facts in the op registry"):
+        ops.transfer("Gather")(lambda self, node, label: None)
+    assert ops.TRANSFERS["SequenceAt"].__name__ == "_t_SequenceAt"
 
 
 def test_a_second_rule_for_one_op_and_representation_is_refused():
