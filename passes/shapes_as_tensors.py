@@ -32,7 +32,7 @@ import onnx_ir as ir
 from seqlower.analysis import const_array, is_default_domain
 from seqlower.builder import Builder, NameAuthority
 from seqlower.passes._rewrite import Scope, rewrite_each_node
-from seqlower.targets.quirks import TVM_SHAPE_SLOTS, TVM_SHAPE_TAKING_OPS
+from seqlower.targets.quirks.tvm import TVM_SHAPE_SLOTS, TVM_SHAPE_TAKING_OPS
 
 __all__ = ["ShapesAsTensorsPass"]
 

@@ -51,8 +51,9 @@ def test_every_rewrite_and_detector_the_registry_names_exists():
             made = [make()] if isinstance(make, type) else make(LowerOptions(), load_target(_profiled()[q.id][0]))
             assert made and all(isinstance(p, ir.passes.PassBase) for p in made), ref
         if q.detector:
-            assert callable(getattr(detectors, q.detector)), q.detector
-            assert detectors.DETECTORS[q.id] is getattr(detectors, q.detector)
+            module, name = q.detector.split(":")
+            found = getattr(importlib.import_module(f"seqlower.targets.quirks.{module}"), name)
+            assert callable(found) and detectors.DETECTORS[q.id] is found, q.detector
     assert set(detectors.DETECTORS) == {q.id for q in QUIRKS.values() if q.detector}
 
 

@@ -4,7 +4,7 @@ nodes it hits, which ops it touches and whether it reaches past the sequence reg
 A target's profile (``seqlower/targets/NAME.toml``) says which quirks the runtime has, in
 its own words; this table says what seqlower does about each. The schedule
 (``passes/schedule.py``), the region way (``seqlower/regions.py``), the re-run after
-folding and ``check --target`` (``seqlower/targets/quirks.py``) all read it, so a quirk
+folding and ``check --target`` (``seqlower/targets/quirks/``) all read it, so a quirk
 cannot be rewritten on one road and forgotten on another. ``tests/test_quirk_registry.py``
 fails when a profile names an id that is not here, or one that has no rewrite, no
 detector and no word on how else it is handled.
@@ -12,8 +12,8 @@ detector and no word on how else it is handled.
 The table is data (importing it loads no pass: ``lower`` of a model with nothing to
 lower reads it to decide there is nothing). A rewrite is named ``"module:callable"``
 under ``seqlower.passes``: a pass class built with no argument, or a function
-``(options, target) -> list of passes``. A detector is the name of a function in
-``seqlower.targets.quirks`` giving (node, graph path, why) for every node the quirk hits.
+``(options, target) -> list of passes``. A detector is named ``"module:function"`` under
+``seqlower.targets.quirks``: it gives (node, graph path, why) for every node the quirk hits.
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ _TABLE = [
     Quirk("empty-constant-loop-state", rewrite="schedule:empty_loop_states", again="schedule:empty_loop_states_again",
           ops=("Loop",)),
     Quirk("loop-assumes-an-iteration", rewrite="guard_zero_trip_loops:GuardZeroTripLoopsPass", ops=("Loop",),
-          detector="_loops_growing_from_a_row"),
+          detector="values:_loops_growing_from_a_row"),
     # (not region-wide: the empty constants are the lowerings' own, in the region)
     Quirk("empty-constant", rewrite="empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
           again="empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
-          detector="_empty_constant_readers"),
+          detector="values:_empty_constant_readers"),
     Quirk("split-tuple-output", rewrite="separate_tuple_outputs:SeparateTupleOutputsPass", whole_model=True),
     Quirk("nonzero-layout", rewrite="nonzero_by_topk:NonZeroByTopKPass", ops=("NonZero",)),
     # (the Slices a Split becomes and the CumSum of its run-time bounds come before the
@@ -71,9 +71,9 @@ _TABLE = [
     Quirk("cumsum-reverse-default", rewrite="spell_out_cumsum_direction:SpellOutCumSumDirectionPass", ops=("CumSum",)),
     Quirk("range-step-sign", rewrite="clamp_range_limits:ClampRangeLimitsPass", ops=("Range",)),
     Quirk("reduce-axes-attribute-ignored", rewrite="reductions_as_sums:for_openvino",
-          ops=("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"), detector="_integer_log_reductions"),
+          ops=("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"), detector="values:_integer_log_reductions"),
     Quirk("no-reduce-18", rewrite="reductions_as_sums:for_onnx2torch",
-          ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"), detector="_reductions_from_18"),
+          ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"), detector="values:_reductions_from_18"),
     # (tract's product of nothing is 1 already)
     Quirk("reduce-empty-axis", rewrite="pad_reduced_axes:for_empty_axes", ops=tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"}))),
     Quirk("reduce-extremes-finite", rewrite="pad_reduced_axes:for_extremes", ops=("ReduceMax", "ReduceMin")),
@@ -81,10 +81,10 @@ _TABLE = [
     Quirk("empty-slice-pushed-up", rewrite="empty_slices_as_constant_of_shape:EmptySlicesAsConstantOfShapePass", ops=("Slice",)),
     Quirk("integer-division-by-zero", rewrite="guard_integer_division:GuardIntegerDivisionPass", ops=("Div", "Mod")),
     Quirk("reduce-negative-axis-empty", rewrite="positive_reduction_axes:PositiveReductionAxesPass",
-          ops=(*_REDUCE, "ArgMax", "ArgMin"), detector="_negative_axes_of_unknown_rank"),
-    Quirk("if-run-time-shape", rewrite="ifs_to_selects:for_run_time_shapes", ops=("If",), detector="_if_run_time_shapes"),
+          ops=(*_REDUCE, "ArgMax", "ArgMin"), detector="values:_negative_axes_of_unknown_rank"),
+    Quirk("if-run-time-shape", rewrite="ifs_to_selects:for_run_time_shapes", ops=("If",), detector="branches:_if_run_time_shapes"),
     # (last of the op rewrites: the rewrites above may leave Ifs)
-    Quirk("one-if-per-graph", rewrite="ifs_in_scans:IfsInScansPass", ops=("If",), detector="_ifs_past_the_first"),
+    Quirk("one-if-per-graph", rewrite="ifs_in_scans:IfsInScansPass", ops=("If",), detector="branches:_ifs_past_the_first"),
     # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
     Quirk("squeeze-empty", rewrite="squeezes_as_reshapes:SqueezesAsReshapesPass", ops=("Squeeze", "Unsqueeze"),
           whole_model=True),
@@ -101,7 +101,7 @@ _TABLE = [
           again="narrow_int64_sentinels:NarrowInt64SentinelsPass", whole_model=True),
     # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
     Quirk("shape-expr", rewrite="shapes_as_tensors:ShapesAsTensorsPass", ops=("Shape",), whole_model=True,
-          detector="_tvm_shape_expressions"),
+          detector="tvm:_tvm_shape_expressions"),
     # (after every rewrite, which join by Concat; again after folding, which leaves operands)
     Quirk("concat-after-run-time-empty", rewrite="pad_empty_concat_operands:PadEmptyConcatOperandsPass",
           again="pad_empty_concat_operands:PadEmptyConcatOperandsPass", phase="after-drop", ops=("Concat",)),
@@ -112,23 +112,23 @@ _TABLE = [
           phase="after-inference", whole_model=True),
     # (after the inference: the values inside keep the shapes it found)
     Quirk("static-empty-input", rewrite="empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", phase="after-inference",
-          whole_model=True, detector="_openvinos_folds_of_empty_inputs"),
+          whole_model=True, detector="shapes:_openvinos_folds_of_empty_inputs"),
     # -- named before anything runs -------------------------------------------------------
-    Quirk("if-branch-facts", detector="_if_branch_facts_all",
+    Quirk("if-branch-facts", detector="branches:_if_branch_facts_all",
           handled="lowering: Loops made Scans for it take the steps they can prove (loop_fallbacks)"),
-    Quirk("data-dependent-shape", detector="_data_dependent_shapes"),
-    Quirk("data-sized-slice", detector="_data_sized_slices"),
-    Quirk("zero-product-data-sized", detector="_zero_products_of_data_sized"),
-    Quirk("pad-of-shape", detector="_pads_of_shapes"),
-    Quirk("slice-end-max", detector="_computed_slice_ends"),
-    Quirk("reverse-slice-empty", detector="_reversed_slices_of_maybe_empty"),
-    Quirk("dynamic-split", detector="_tvm_dynamic_splits"),
-    Quirk("concat-opaque-shape", detector="_tvm_concats_of_opaque_shapes"),
-    Quirk("if-output-shape", detector="_tvm_shapes_of_if_outputs"),
-    Quirk("reshape-dynamic-rank", detector="_dynamic_rank_reshapes"),
-    Quirk("zero-size-scan-output", detector="_zero_size_scan_outputs"),
-    Quirk("no-strings", detector="_string_tensors"),
-    Quirk("string-input", detector="_unread_string_inputs"),
+    Quirk("data-dependent-shape", detector="shapes:_data_dependent_shapes"),
+    Quirk("data-sized-slice", detector="shapes:_data_sized_slices"),
+    Quirk("zero-product-data-sized", detector="shapes:_zero_products_of_data_sized"),
+    Quirk("pad-of-shape", detector="shapes:_pads_of_shapes"),
+    Quirk("slice-end-max", detector="shapes:_computed_slice_ends"),
+    Quirk("reverse-slice-empty", detector="shapes:_reversed_slices_of_maybe_empty"),
+    Quirk("dynamic-split", detector="tvm:_tvm_dynamic_splits"),
+    Quirk("concat-opaque-shape", detector="tvm:_tvm_concats_of_opaque_shapes"),
+    Quirk("if-output-shape", detector="tvm:_tvm_shapes_of_if_outputs"),
+    Quirk("reshape-dynamic-rank", detector="shapes:_dynamic_rank_reshapes"),
+    Quirk("zero-size-scan-output", detector="values:_zero_size_scan_outputs"),
+    Quirk("no-strings", detector="values:_string_tensors"),
+    Quirk("string-input", detector="values:_unread_string_inputs"),
     # -- handled otherwise ----------------------------------------------------------------
     Quirk("nested-scan-state", handled="lowering: no Loop is made a Scan inside a Scan for it (loop_fallbacks)"),
     Quirk("string-scan-outputs", handled="lowering: every target gets string scans carried (CarryStringScansPass)"),
