@@ -40,7 +40,7 @@ REDUCE = frozenset({
     "ReduceLogSumExp", "ReduceSumSquare",
 })
 # (op, first opset where ``axes`` is an input rather than an attribute)
-_AXES_INPUT_SINCE = {"ReduceSum": 13, "Squeeze": 13, "Unsqueeze": 13}
+AXES_INPUT_SINCE = {"ReduceSum": 13, "Squeeze": 13, "Unsqueeze": 13}
 _AXIS_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "Concat", "CumSum"})
 
 
@@ -55,7 +55,7 @@ def _rank(v: ir.Value | None) -> int | None:
 
 def _axes(node: ir.Node, opset: int) -> list[int] | None | str:
     """The node's axes: a list, None when absent, or "dynamic"."""
-    since = _AXES_INPUT_SINCE.get(node.op_type, 18)
+    since = AXES_INPUT_SINCE.get(node.op_type, 18)
     if opset >= since:
         a = node.inputs[1] if len(node.inputs) > 1 else None
         if a is None:
@@ -318,7 +318,7 @@ def emit_batched(body: ir.Graph, plan: dict[ir.Node, list[int] | dict[int, int] 
             node.attributes["perm"] = ir.AttrInt64s("perm", shifted)
         elif op in _AXIS_OPS:
             node.attributes["axis"] = ir.AttrInt64("axis", shifted[0])
-        elif b.opset >= _AXES_INPUT_SINCE.get(op, 18):
+        elif b.opset >= AXES_INPUT_SINCE.get(op, 18):
             axes = b.constant(np.array(shifted, np.int64), f"{node.name or op}_batched_axes")
             if len(node.inputs) < 2:
                 node.resize_inputs(2)

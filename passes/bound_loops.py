@@ -40,7 +40,8 @@ from seqlower.passes._predicated import grows, guard_gathers, keeps_shape, selec
 from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.passes.keys import LOOP_REASONS_KEY
 from seqlower.options import TRIPS_EXCEEDED_KEY
-from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
+from seqlower.analysis import const_array, is_default_domain, node_label
+from seqlower.irutil import loop_runs_all_trips
 
 __all__ = ["BoundLoopsPass", "TRIPS_EXCEEDED", "TRIPS_EXCEEDED_KEY", "TripBounds", "trip_count_dim"]
 

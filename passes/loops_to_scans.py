@@ -32,7 +32,8 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import Scope, rewrite_each_node, take_places
 from seqlower.passes._zero_trips import zero_trip_guard
 from seqlower.passes._tensor_ops import INT64, Ops
-from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, model_input_dims, node_label
+from seqlower.analysis import const_array, is_default_domain, model_input_dims, node_label
+from seqlower.irutil import loop_runs_all_trips
 from seqlower.builder import Builder, NameAuthority
 from seqlower.passes.keys import LOOP_REASONS_KEY
 

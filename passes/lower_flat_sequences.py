@@ -66,17 +66,15 @@ from seqlower.passes.convert import (
 )
 from seqlower.analysis import (
     Analysis,
-    anchored_shape,
     dynamic_split_squeezes,
-    loop_shapes_consistent,
     model_input_dims,
     node_label,
-    unchanged_split_source,
 )
 from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.builder import Builder
 from seqlower.errors import ModelError
-from seqlower.irutil import open_when_empty
+from seqlower.irutil import anchored_shape, loop_shapes_consistent, open_when_empty
+from seqlower.splits import unchanged_split_source
 
 __all__ = ["LowerFlatSequencesPass"]
 

@@ -46,13 +46,12 @@ from seqlower.analysis import (
     Analysis,
     dynamic_split_squeezes,
     is_default_domain,
-    loop_runs_all_trips,
     model_input_dims,
     node_label,
-    unchanged_split_source,
 )
 from seqlower.builder import Builder
-from seqlower.irutil import open_when_empty
+from seqlower.irutil import loop_runs_all_trips, open_when_empty
+from seqlower.splits import unchanged_split_source
 
 __all__ = ["LowerPackedSequencesPass"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._batched_map import _AXES_INPUT_SINCE
+from seqlower.passes._batched_map import AXES_INPUT_SINCE
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis import const_array, is_default_domain
@@ -75,7 +75,7 @@ def neutral_element(op: str, dtype: ir.DataType) -> np.ndarray | None:
 
 def _axes(node: ir.Node, rank: int, opset: int) -> list[int] | None:
     """The reduced axes, normalized; None when not known here (a run-time axes input)."""
-    if opset >= _AXES_INPUT_SINCE.get(node.op_type, 18):
+    if opset >= AXES_INPUT_SINCE.get(node.op_type, 18):
         given = node.inputs[1] if len(node.inputs) > 1 else None
         axes = None if given is None else const_array(given)
         if given is not None and axes is None:

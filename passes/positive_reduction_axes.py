@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._batched_map import _AXES_INPUT_SINCE
+from seqlower.passes._batched_map import AXES_INPUT_SINCE
 from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, Ops
 from seqlower.analysis import const_array, is_default_domain
@@ -50,7 +50,7 @@ def _make_positive(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[s
             return None
         node.attributes["axis"] = ir.AttrInt64("axis", attr.as_int() + rank)
         return node.op_type, "its negative axis counted from the front (onnxruntime)"
-    if scope.opset < _AXES_INPUT_SINCE.get(node.op_type, 18):
+    if scope.opset < AXES_INPUT_SINCE.get(node.op_type, 18):
         attr = node.attributes.get("axes")
         if attr is None or rank is None or all(a >= 0 for a in attr.as_ints()):
             return None

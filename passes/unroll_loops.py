@@ -21,7 +21,8 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import Scope, discard_subgraphs, inline_map_body, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import Ops
 from seqlower.passes.loops_to_scans import LOOP_REASONS_KEY
-from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips, node_label
+from seqlower.analysis import const_array, is_default_domain, node_label
+from seqlower.irutil import loop_runs_all_trips
 from seqlower.builder import NameAuthority
 
 __all__ = ["UnrollLoopsPass"]

@@ -22,7 +22,8 @@ import onnx_ir as ir
 from seqlower.passes._batched_map import batched_plan, run_batched
 from seqlower.passes._rewrite import Scope, discard_subgraphs, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, Ops
-from seqlower.analysis import is_default_domain, loop_runs_all_trips
+from seqlower.analysis import is_default_domain
+from seqlower.irutil import loop_runs_all_trips
 from seqlower.builder import NameAuthority
 
 __all__ = ["VectorizeLoopsPass"]

@@ -40,7 +40,8 @@ from seqlower.passes._batched_map import ELEMENTWISE, UNARY
 from seqlower.passes._rewrite import Scope, discard_subgraphs, replace_output, rewrite_each_node
 from seqlower.passes._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.passes.pad_reduced_axes import neutral_element
-from seqlower.analysis import const_array, is_default_domain, loop_runs_all_trips
+from seqlower.analysis import const_array, is_default_domain
+from seqlower.irutil import loop_runs_all_trips
 from seqlower.builder import Builder, NameAuthority
 
 __all__ = ["VectorizeRaggedLoopsPass"]

@@ -35,14 +35,9 @@ from seqlower.builder import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.keys import ANALYSIS_STASH_KEY
 from seqlower.irutil import (
-    _int_attr,
+    int_attr,
     graphs_of,
-    loop_runs_all_trips,  # noqa: F401 - re-exported
-    loop_shapes_consistent,  # noqa: F401 - re-exported
-    _rank_of,  # noqa: F401 - re-exported
-    _shape_of,
-    _users,  # noqa: F401 - re-exported
-    anchored_shape,  # noqa: F401 - re-exported
+    shape_of_value,
     const_array,
     const_position,
     graph_label,
@@ -56,9 +51,8 @@ from seqlower.splits import (
     dynamic_split_squeezes,
     split_sizes,
     split_squeezes,
-    unchanged_split_source,  # noqa: F401 - re-exported
 )
-from seqlower.lattice import SeqInfo, _fully_known, shape_json, shifted
+from seqlower.lattice import SeqInfo, fully_known, shape_json, shifted
 
 __all__ = [
     "SeqInfo",
@@ -124,7 +118,7 @@ class _Analyzer(ControlFlow, Chooser):
         return known if known is not None else const_array(v)
 
     def _shape(self, v: ir.Value | None) -> ir.Shape | None:
-        declared = _shape_of(v)
+        declared = shape_of_value(v)
         known = self.tensor_shapes.get(v) if v is not None else None
         if known is None or declared is None or declared.rank() != known.rank():
             return declared if declared is not None else known
@@ -262,7 +256,7 @@ class _Analyzer(ControlFlow, Chooser):
     @transfer("SequenceEmpty")
 
     def _t_SequenceEmpty(self, node: ir.Node, label: str) -> None:
-        dtype = ir.DataType(_int_attr(node, "dtype", ir.DataType.FLOAT.value))
+        dtype = ir.DataType(int_attr(node, "dtype", ir.DataType.FLOAT.value))
         self._set(node.outputs[0], SeqInfo.empty(dtype), label)
 
     @transfer("SequenceConstruct")
@@ -286,7 +280,7 @@ class _Analyzer(ControlFlow, Chooser):
         shape = self._shape(x)
         has_split = len(node.inputs) > 1 and node.inputs[1] is not None
         split = const_array(node.inputs[1]) if has_split else None
-        axis = _int_attr(node, "axis", 0)
+        axis = int_attr(node, "axis", 0)
         rank = shape.rank() if shape is not None else None
         if rank is not None:
             if rank == 0:
@@ -367,11 +361,11 @@ class _Analyzer(ControlFlow, Chooser):
         if s.length is None or (pos_v is not None and pos is None):
             length = None if s.length is None else s.length + 1
             elem = merge_shapes([s.elem_shape, self._shape(t)]) if s.length != 0 else self._shape(t)
-            uniform = s.uniform and s.elem_shape == self._shape(t) if s.length != 0 else _fully_known(self._shape(t))
+            uniform = s.uniform and s.elem_shape == self._shape(t) if s.length != 0 else fully_known(self._shape(t))
             if length is not None:
                 # Each element's shape is at least the merged one (its rank, the dims
                 # they all share): a sound approximation, which later ops can join.
-                self._set(out, SeqInfo.repeated(dtype, length, elem, uniform and _fully_known(elem)), label)
+                self._set(out, SeqInfo.repeated(dtype, length, elem, uniform and fully_known(elem)), label)
             else:
                 self._set(out, SeqInfo.unknown(dtype, elem, uniform).with_length_sym(shifted(s.length_sym, 1)), label)
             return
@@ -454,7 +448,7 @@ class _Analyzer(ControlFlow, Chooser):
         if s.length == 0:
             self._fail(node, "concatenates an empty sequence (an error on every runtime)")
         elif s.shapes is not None and "axis" in node.attributes:
-            new_axis = bool(_int_attr(node, "new_axis", 0))
+            new_axis = bool(int_attr(node, "new_axis", 0))
             try:
                 shape = concat_shape(list(s.shapes), node.attributes["axis"].as_int(), new_axis)
             except (ValueError, IndexError):

@@ -13,11 +13,11 @@ import onnx_ir as ir
 
 from seqlower import ops
 from seqlower.irutil import (
-    _int_attr,
-    _rank_of,
+    int_attr,
+    rank_of,
     split_rank,
-    _subgraph,
-    _users,
+    subgraph_of,
+    users_of,
     anchored_shape,
     const_array,
     is_default_domain,
@@ -201,12 +201,12 @@ class Chooser:
             p = v.producer()
             if p is not None and p.op_type == "SplitToSequence" and is_default_domain(p):
                 x = p.inputs[0]
-                if x is None or x.shape is None or _int_attr(p, "axis", 0) % x.shape.rank() != axis:
+                if x is None or x.shape is None or int_attr(p, "axis", 0) % x.shape.rank() != axis:
                     return None
                 if dynamic_split_squeezes(p, self.policy) is not False:
                     return None
-            for use in _users(v):
-                if use.op_type == "ConcatFromSequence" and (_int_attr(use, "new_axis", 0) or _int_attr(use, "axis", 0) % rank != axis):
+            for use in users_of(v):
+                if use.op_type == "ConcatFromSequence" and (int_attr(use, "new_axis", 0) or int_attr(use, "axis", 0) % rank != axis):
                     return None
         return axis
 
@@ -215,7 +215,7 @@ class Chooser:
         if hard is not None:
             return hard
         for v in values:
-            for use in _users(v):
+            for use in users_of(v):
                 why = self._hard_use_reason(use, v)
                 if why:
                     self.hard.add(v)
@@ -238,7 +238,7 @@ class Chooser:
                 if not exempt:
                     return f"'{v.name}' has {info.length} elements, more than --max-unroll {self.max_unroll}"
         for v in values:
-            for use in _users(v):
+            for use in users_of(v):
                 why = self._runtime_position(use)
                 if why:
                     return why
@@ -259,16 +259,16 @@ class Chooser:
             if p is not None and p.op_type == "SplitToSequence":
                 x = p.inputs[0]
                 has_split = len(p.inputs) > 1 and p.inputs[1] is not None
-                keepdims = _int_attr(p, "keepdims", 1)
+                keepdims = int_attr(p, "keepdims", 1)
                 if x is None or x.shape is None or x.shape.rank() == 0 or (has_split and not keepdims):
                     return False
                 rank = x.shape.rank()
-                cuts.add((_int_attr(p, "axis", 0) % rank, not keepdims, rank))
-            for use in _users(v):
+                cuts.add((int_attr(p, "axis", 0) % rank, not keepdims, rank))
+            for use in users_of(v):
                 if use.op_type in ("If", "Loop", "Scan", "SequenceMap"):
                     return False
                 if use.op_type == "ConcatFromSequence":
-                    joins.add((_int_attr(use, "axis", 0), bool(_int_attr(use, "new_axis", 0))))
+                    joins.add((int_attr(use, "axis", 0), bool(int_attr(use, "new_axis", 0))))
         # Joined along the axis they were cut on (passes/_static_rows.py): one node.
         if len(cuts) != 1:
             return False
@@ -328,12 +328,12 @@ class Chooser:
             return []
         op = p.op_type
         if op == "SequenceConstruct":
-            return [(_rank_of(t), f"'{t.name}'") for t in p.inputs if t is not None]
+            return [(rank_of(t), f"'{t.name}'") for t in p.inputs if t is not None]
         if op == "SequenceInsert":
             t = p.inputs[1]
-            return [(_rank_of(t), f"'{t.name}'")]
+            return [(rank_of(t), f"'{t.name}'")]
         if op == "SplitToSequence":
-            r = _rank_of(p.inputs[0])
+            r = rank_of(p.inputs[0])
             if r is None:
                 return [(None, f"'{p.inputs[0].name}' (split by {node_label(p)})")]
             squeeze = dynamic_split_squeezes(p, self.policy)
@@ -342,9 +342,9 @@ class Chooser:
             first = self.result.info.get(p.inputs[0]) if p.inputs and p.inputs[0] is not None else None
             if first is not None and first.length == 0:
                 return []  # a map over no element makes none: nothing of any rank enters
-            body = _subgraph(p, "body")
+            body = subgraph_of(p, "body")
             bo = body.outputs[list(p.outputs).index(v)] if body is not None else None
-            return [(_rank_of(bo), f"'{bo.name if bo is not None else '?'}' (made by {node_label(p)})")]
+            return [(rank_of(bo), f"'{bo.name if bo is not None else '?'}' (made by {node_label(p)})")]
         return []
 
     def _flat_blocker(self, values: list[ir.Value], layouts: dict[ir.Value, Layout]) -> str | None:
@@ -356,7 +356,7 @@ class Chooser:
                 split = p.inputs[1] if len(p.inputs) > 1 else None
                 if split is not None and split_rank(split) is None:
                     return f"{node_label(p)}: the rank of split '{split.name}' (scalar or 1-D) is unknown"
-            for use in _users(v):
+            for use in users_of(v):
                 if use.op_type == "ConcatFromSequence" and layouts[v].ranked and layouts[v].width is not None:
                     if not self.runtime_ranks:
                         return f"{node_label(use)} concatenates elements of different ranks"

@@ -96,10 +96,10 @@ def model_input_dims(model: ir.Model) -> dict[str, tuple[ir.Value, int]]:
                 dims.setdefault(d.value, (v, axis))
     return dims
 
-def _rank_of(v: ir.Value | None) -> int | None:
+def rank_of(v: ir.Value | None) -> int | None:
     if v is None:
         return None
-    shape = _shape_of(v)
+    shape = shape_of_value(v)
     return shape.rank() if shape is not None else None
 
 # Ops whose output is never a scalar, and ops whose output has the largest rank of their
@@ -132,7 +132,7 @@ def split_rank(split: ir.Value, depth: int = 8) -> int | None:
     """The rank of SplitToSequence's ``split`` (0: chunks of k; 1: sizes), from its shape,
     else from what makes it: TorchScript computes ``chunk``'s sizes by a Concat of an
     Expand whose shape onnx cannot infer, and a Concat is never a scalar."""
-    r = _rank_of(split)
+    r = rank_of(split)
     if r is not None or depth == 0:
         return r
     p = split.producer()
@@ -148,7 +148,7 @@ def split_rank(split: ir.Value, depth: int = 8) -> int | None:
     return None
 
 
-def _users(v: ir.Value) -> Iterator[ir.Node]:
+def users_of(v: ir.Value) -> Iterator[ir.Node]:
     seen: set[int] = set()
     for use in v.uses():
         node = use.node
@@ -156,7 +156,7 @@ def _users(v: ir.Value) -> Iterator[ir.Node]:
             seen.add(id(node))
             yield node
 
-def _shape_of(v: ir.Value | None) -> ir.Shape | None:
+def shape_of_value(v: ir.Value | None) -> ir.Shape | None:
     if v is None:
         return None
     c = ir.convenience.get_const_tensor(v)
@@ -165,11 +165,11 @@ def _shape_of(v: ir.Value | None) -> ir.Shape | None:
     return v.shape
 
 
-def _int_attr(node: ir.Node, name: str, default: int | None) -> int | None:
+def int_attr(node: ir.Node, name: str, default: int | None) -> int | None:
     a = node.attributes.get(name)
     return default if a is None else a.as_int()
 
-def _subgraph(node: ir.Node, name: str) -> ir.Graph | None:
+def subgraph_of(node: ir.Node, name: str) -> ir.Graph | None:
     a = node.attributes.get(name)
     return None if a is None or a.type != ir.AttributeType.GRAPH else a.as_graph()
 
@@ -177,7 +177,7 @@ def loop_shapes_consistent(node: ir.Node) -> bool:
     """Whether each tensor a Loop carries has the same declared shape going in, in the
     body and coming out: then, by induction, the shapes inference derived from them hold
     in every iteration."""
-    body = _subgraph(node, "body")
+    body = subgraph_of(node, "body")
     if body is None:
         return False
     for j, bi in enumerate(body.inputs[2:]):

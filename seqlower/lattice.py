@@ -151,7 +151,7 @@ class SeqInfo:
         """The info of these elements: their shapes merged (each distinct shape once)."""
         distinct = elements.shapes
         merged = merge_shapes(distinct) if distinct else None
-        uniform = bool(distinct) and merged is not None and all(s == merged for s in distinct) and _fully_known(merged)
+        uniform = bool(distinct) and merged is not None and all(s == merged for s in distinct) and fully_known(merged)
         return SeqInfo(dtype, len(elements), elements, merged, uniform)
 
     @staticmethod
@@ -165,7 +165,7 @@ class SeqInfo:
 
     @staticmethod
     def unknown(dtype: ir.DataType | None, elem_shape: ir.Shape | None = None, uniform: bool = False) -> SeqInfo:
-        return SeqInfo(dtype, None, None, elem_shape, uniform and _fully_known(elem_shape))
+        return SeqInfo(dtype, None, None, elem_shape, uniform and fully_known(elem_shape))
 
     def element(self, i: int) -> tuple[ir.Shape | None, np.ndarray | None]:
         assert self.elements is not None
@@ -198,7 +198,7 @@ def shifted(sym: tuple[str, int] | None, by: int) -> tuple[str, int] | None:
     return None if sym is None else (sym[0], sym[1] + by)
 
 
-def _fully_known(shape: ir.Shape | None) -> bool:
+def fully_known(shape: ir.Shape | None) -> bool:
     return shape is not None and all(isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value) for d in shape.dims)
 
 

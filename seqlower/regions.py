@@ -41,19 +41,19 @@ __all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", 
 # NameAuthority takes none of them, so what a lowering creates never collides on splice.
 RESERVED_NAMES_KEY = "seqlower.reserved_names"
 
-_DEFAULT = ("", "ai.onnx")
+DEFAULT_DOMAINS = ("", "ai.onnx")
 # ai.onnx.ml ops that make sequences of maps (ZipMap): the region takes them.
 _ML_OPS = ops.names("ml", domain="ai.onnx.ml")
 # Ops whose outputs may be sequences when an input is: a value from the region keeps
 # growing the region through them.
-_CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
+CARRIERS = frozenset({"Identity", "If", "Loop", "Scan", "SequenceMap", "Optional", "OptionalGetElement"})
 # Target quirks whose rewrites run over every node, not only sequence ones
 # (seqlower.targets.registry), and of those, the ones with work only where the model has
 # one of their ops.
 _WHOLE_MODEL_QUIRKS = frozenset(q.id for q in QUIRKS.values() if q.rewrite and q.whole_model)
 _WHOLE_MODEL_OPS = {q.id: frozenset(q.ops) for q in QUIRKS.values() if q.rewrite and q.whole_model and q.ops}
 # Element types of weights, never of positions, sizes, shapes or masks.
-_NUMBERS = frozenset(getattr(onnx.TensorProto, t) for t in (
+NUMBER_TYPES = frozenset(getattr(onnx.TensorProto, t) for t in (
     "FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
     "FLOAT8E5M2", "FLOAT8E5M2FNUZ") if hasattr(onnx.TensorProto, t))
 # A splice that removes and inserts at most this many nodes edits the node list in place;
@@ -79,7 +79,7 @@ def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[
 
 def _string_scans(node: onnx.NodeProto) -> bool:
     """A Loop with a string scan output: carry_string_scans rewrites it for every target."""
-    if node.op_type != "Loop" or node.domain not in _DEFAULT:
+    if node.op_type != "Loop" or node.domain not in DEFAULT_DOMAINS:
         return False
     body = next((a.g for a in node.attribute if a.name == "body"), None)
     if body is None:
@@ -92,7 +92,7 @@ def _is_relevant(node: onnx.NodeProto, relevant: frozenset[str]) -> bool:
     stack = [node]
     while stack:
         n = stack.pop()
-        if n.domain in _DEFAULT and n.op_type in relevant or _string_scans(n):
+        if n.domain in DEFAULT_DOMAINS and n.op_type in relevant or _string_scans(n):
             return True
         if n.domain == "ai.onnx.ml" and n.op_type in _ML_OPS:
             return True
@@ -141,7 +141,7 @@ def has_work(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable
             return True
     if kinds is None:
         return any(_is_relevant(n, relevant) for n in g.node)
-    return any(op in relevant and domain in _DEFAULT or domain == "ai.onnx.ml" and op in _ML_OPS
+    return any(op in relevant and domain in DEFAULT_DOMAINS or domain == "ai.onnx.ml" and op in _ML_OPS
                or (attributed or op == "Loop") and _is_relevant(g.node[i], relevant)
                for i, (op, domain, attributed) in enumerate(kinds))
 
@@ -263,7 +263,7 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
                 inner[i] = c[2]
             else:
                 outer[i], inner[i] = reads_and_names(n)
-        if op in relevant and domain in _DEFAULT or domain == "ai.onnx.ml" and op in _ML_OPS:
+        if op in relevant and domain in DEFAULT_DOMAINS or domain == "ai.onnx.ml" and op in _ML_OPS:
             region.add(i)
         elif op == "Loop" and _string_scans(n):
             region.add(i)
@@ -273,7 +273,7 @@ def find(model: onnx.ModelProto, lacks: Iterable[str] = (), quirks: Iterable[str
         return None
     reads = [outer[i] if i in outer else n.input[:] for i, n in enumerate(nodes)]
     # A value from the region reaches further through ops that carry sequences.
-    carriers = [i for i, (op, domain, _) in enumerate(kinds) if domain not in _DEFAULT or op in _CARRIERS]
+    carriers = [i for i, (op, domain, _) in enumerate(kinds) if domain not in DEFAULT_DOMAINS or op in CARRIERS]
     frontier = {o for i in region for o in outs[i] if o}
     while frontier:
         grown: set[str] = set()
@@ -305,7 +305,7 @@ def _control_cones(nodes: list[onnx.NodeProto], kinds: list[tuple[str, str, bool
     wanted: list[str] = []
     for i in region:
         op, domain, _ = kinds[i]
-        if domain not in _DEFAULT:
+        if domain not in DEFAULT_DOMAINS:
             continue
         n = nodes[i]
         if op in ("Loop", "If"):
@@ -401,7 +401,7 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     for x in inputs:
         i = index.producer.get(x)
         if i is not None:
-            if kinds[i][0] == "Constant" and kinds[i][1] in _DEFAULT and not nodes[i].input:
+            if kinds[i][0] == "Constant" and kinds[i][1] in DEFAULT_DOMAINS and not nodes[i].input:
                 # Comes along as a constant: a place after it only if the lowering reads it.
                 constant_nodes[x] = nodes[i]
                 constant_at[x] = i
@@ -438,15 +438,15 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     # comes in as an input like any other, never as a constant.
     overridable = index.overridable
     initializers = {x: weights.tensor(x) if weights is not None and x in weights.spans
-                    and g.initializer[i].data_type not in _NUMBERS else g.initializer[i]
+                    and g.initializer[i].data_type not in NUMBER_TYPES else g.initializer[i]
                     for i, x in enumerate(index.init_names) if x in wanted and x not in overridable}
     # What the sub-model's boundary needs a type for and nothing else gives: not the values
     # that come in as constants, nor what ``lowered`` and ``output_types`` type.
     needed = [x for x in sub_in if x not in initializers and (lowered is None or x not in lowered)
-              and not (x in constant_nodes and _small_constant(_constant_value(constant_nodes[x])))]
+              and not (x in constant_nodes and small_constant(constant_value(constant_nodes[x])))]
     if output_types is None:
         needed += sub_out
-    missing = [x for x in dict.fromkeys(needed) if not _full_type(types.get(x))]
+    missing = [x for x in dict.fromkeys(needed) if not full_type(types.get(x))]
     if missing and inferred is not None:
         types.update((x, inferred[x]) for x in missing if x in inferred)
     elif missing:
@@ -457,10 +457,10 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
     for x in dict.fromkeys([*inputs, *sub_in]):
         t = initializers.get(x)
         if t is None and x in constant_nodes:
-            t = _constant_value(constant_nodes[x])
+            t = constant_value(constant_nodes[x])
             if t is None:  # a Constant of a kind that is not one tensor: a run-time value
                 last_producer = max(last_producer, constant_at[x])
-        if _small_constant(t) and not (weights_typed and x in initializers and t.data_type in _NUMBERS):
+        if small_constant(t) and not (weights_typed and x in initializers and t.data_type in NUMBER_TYPES):
             constants.add(x)
             if x in taken:
                 sub_inits.append(t)
@@ -493,7 +493,7 @@ def build(found: Found, part: set[int], inferred: Mapping[str, onnx.TypeProto] |
                   defined | inner)
 
 
-def _small_constant(t: onnx.TensorProto | None) -> bool:
+def small_constant(t: onnx.TensorProto | None) -> bool:
     """Whether a region input's value comes into its sub-model as an initializer."""
     return t is not None and len(t.raw_data) + 8 * len(t.int64_data) <= _SMALL_BYTES and not t.string_data \
         and not is_stub(t)
@@ -506,7 +506,7 @@ def _typed(name: str, types: Mapping[str, onnx.TypeProto]) -> onnx.ValueInfoProt
     return vi
 
 
-def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
+def constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
     """A Constant node's value as a tensor named like its output (None: a kind kept as a
     run-time value: sparse, strings)."""
     attr = node.attribute[0] if len(node.attribute) == 1 else None
@@ -524,7 +524,7 @@ def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
     return onnx.numpy_helper.from_array(np.asarray(helper.get_attribute_value(attr), kinds[attr.name]), name)
 
 
-def _full_type(tp: onnx.TypeProto | None) -> bool:
+def full_type(tp: onnx.TypeProto | None) -> bool:
     return tp is not None and (tp.WhichOneof("value") != "tensor_type" or (
         tp.tensor_type.elem_type != 0 and tp.tensor_type.HasField("shape")))
 
@@ -546,7 +546,7 @@ def _infer_cone(model: onnx.ModelProto, nodes: list[onnx.NodeProto], wanted: lis
             continue
         seen.add(x)
         i = producer.get(x)
-        if i is not None and (i in region or not _full_type(types.get(x))):
+        if i is not None and (i in region or not full_type(types.get(x))):
             if i not in cone:
                 cone.add(i)
                 stack.extend(outer_reads(nodes[i]) if subgraphs_of(nodes[i]) else nodes[i].input)
@@ -646,7 +646,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
         order = topological([*(model_nodes[i] for i in kept), *region_nodes],
                             [*kept, *places],
                             [*([rename.get(x, x) for x in region.reads[i]] for i in kept),
-                             *(_reads(n) for n in region_nodes)])
+                             *(reads_of(n) for n in region_nodes)])
         if order is None:
             return None
         merged, at = order, 0
@@ -705,7 +705,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
     return model
 
 
-def _reads(node: onnx.NodeProto) -> list[str] | set[str]:
+def reads_of(node: onnx.NodeProto) -> list[str] | set[str]:
     return outer_reads(node) if node.attribute and subgraphs_of(node) else node.input[:]
 
 
@@ -716,7 +716,7 @@ def topological(nodes: list[onnx.NodeProto], priorities: Sequence[int] | None = 
     read off the nodes) and makes (``outputs``, else read off the nodes); of the nodes that
     may go next, the one of lowest priority (else the first in ``nodes``). None: they make
     a cycle."""
-    reads = reads if reads is not None else [_reads(n) for n in nodes]
+    reads = reads if reads is not None else [reads_of(n) for n in nodes]
     made = {o: k for k, outs in enumerate(outputs if outputs is not None else (n.output for n in nodes))
             for o in outs if o}
     if priorities is None and all(made.get(x, -1) < k for k, r in enumerate(reads) for x in r):
@@ -749,7 +749,7 @@ def _bypass_identities(nodes: list[onnx.NodeProto], internal: set[str]) -> tuple
     rename: dict[str, str] = {}
     kept: list[onnx.NodeProto] = []
     for n in nodes:
-        if n.op_type == "Identity" and n.domain in _DEFAULT and n.output[0] in internal:
+        if n.op_type == "Identity" and n.domain in DEFAULT_DOMAINS and n.output[0] in internal:
             rename[n.output[0]] = rename.get(n.input[0], n.input[0])
         else:
             kept.append(n)

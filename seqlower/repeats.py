@@ -22,7 +22,6 @@ fully known would lower differently alone, so it stays in the region.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +32,8 @@ from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.protos import (canonical_subgraphs, names_dims, numbered_type, outer_reads, own_names, shape_dims,
                              subgraphs_of)
-from seqlower.regions import (_CARRIERS, _DEFAULT, _NUMBERS, Found, Region, _constant_value, _full_type, _reads,
-                              _small_constant, topological)
+from seqlower.regions import (CARRIERS, DEFAULT_DOMAINS, NUMBER_TYPES, Found, Region, constant_value, full_type, reads_of,
+                              small_constant, topological)
 from seqlower.weights import Weights, is_stub
 
 __all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_MEMBERS"]
@@ -46,7 +45,7 @@ MIN_MEMBERS = 4
 
 # Ops whose outputs may be sequences (or optionals, maps): the values that join a component.
 _JOINING = frozenset((ops.names("sequence") - {"ConcatFromSequence", "SequenceAt", "SequenceLength"})
-                     | ops.names("optional") | _CARRIERS)
+                     | ops.names("optional") | CARRIERS)
 
 
 @dataclass
@@ -85,7 +84,7 @@ def _components(found: Found) -> list[list[int]]:
             if p is None:
                 continue
             op, domain, _ = found.kinds[p]
-            if domain not in _DEFAULT or op in _JOINING:
+            if domain not in DEFAULT_DOMAINS or op in _JOINING:
                 a, b = root(p), root(c)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
@@ -139,7 +138,7 @@ class _Keys:
         self.graph_outputs = {v.name for v in g.output}
         self.producer = {o: i for i in found.region for o in found.outs[i] if o}
         self.constant_nodes = {found.outs[i][0]: i for i, (op, domain, _) in enumerate(found.kinds)
-                               if op == "Constant" and domain in _DEFAULT and i not in found.region and found.outs[i]}
+                               if op == "Constant" and domain in DEFAULT_DOMAINS and i not in found.region and found.outs[i]}
         self.readers = found.index.readers
         # What more than one component of the region reads (a value another makes).
         self.region_reads = {x for i in found.region for x in found.reads[i]
@@ -153,13 +152,13 @@ class _Keys:
         t: onnx.TensorProto | None = None
         if k is not None:
             t = self.found.model.graph.initializer[k]
-            if t.data_type in _NUMBERS:
+            if t.data_type in NUMBER_TYPES:
                 return None  # a weight: a typed input of the template (``build``'s weights_typed)
             if is_stub(t) and self.weights is not None and x in self.weights.spans:
                 t = self.weights.tensor(x)
         elif x in self.constant_nodes:
-            t = _constant_value(self.found.nodes[self.constant_nodes[x]])
-        return t if _small_constant(t) else None
+            t = constant_value(self.found.nodes[self.constant_nodes[x]])
+        return t if small_constant(t) else None
 
     def _described(self, x: str) -> bytes:
         """What the key holds of a constant or weight ``x`` (b"": neither)."""
@@ -177,7 +176,7 @@ class _Keys:
 
     def _type(self, x: str) -> onnx.TypeProto | None:
         tp = self.types.get(x)
-        if not _full_type(tp) and x in self.inferred:
+        if not full_type(tp) and x in self.inferred:
             return self.inferred[x]
         return tp
 
@@ -198,7 +197,7 @@ class _Keys:
         if p is not None and p not in comp:
             # Made elsewhere in the region: only numbers (see the module's doc), of a known
             # shape unless the lowering of their maker declared it.
-            if tp is None or tp.WhichOneof("value") != "tensor_type" or tp.tensor_type.elem_type not in _NUMBERS:
+            if tp is None or tp.WhichOneof("value") != "tensor_type" or tp.tensor_type.elem_type not in NUMBER_TYPES:
                 return None
             if known is not None and x not in known and not _static(tp):
                 return None
@@ -238,7 +237,7 @@ class _Keys:
         of numbers where the rest of the region reads it (see the module's doc)."""
         if tp is None or tp.WhichOneof("value") != "tensor_type":
             return False
-        return tp.tensor_type.elem_type in _NUMBERS or o not in self.region_reads
+        return tp.tensor_type.elem_type in NUMBER_TYPES or o not in self.region_reads
 
     def _attributes(self, attrs: Any) -> int:
         """A number for ``attrs`` (what a node's attributes are without names), the same for
@@ -582,7 +581,7 @@ def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Insta
         infos.extend(inst.value_info)
     placed.sort(key=lambda p: p[0])
     nodes = [rest_nodes[i] if j < 0 else instances[j].nodes[i] for _, j, i in placed]
-    reads = [_reads(rest_nodes[i]) if j < 0 else instances[j].reads[i] for _, j, i in placed]
+    reads = [reads_of(rest_nodes[i]) if j < 0 else instances[j].reads[i] for _, j, i in placed]
     made = [rest_nodes[i].output[:] if j < 0 else instances[j].made[i] for _, j, i in placed]
     order = topological(nodes, reads=reads, outputs=made)
     if order is None:

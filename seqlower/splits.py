@@ -10,7 +10,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import ModelError
-from seqlower.irutil import _int_attr, const_array, is_default_domain, node_label
+from seqlower.irutil import int_attr, const_array, is_default_domain, node_label
 
 __all__ = ["STATIC_LENGTH_LIMIT", "dynamic_split_squeezes", "split_sizes", "split_squeezes", "unchanged_split_source"]
 
@@ -53,7 +53,7 @@ def split_squeezes(node: ir.Node, sizes: Sequence[int], x_shape: ir.Shape | None
     along the axis or the chunk has no elements; the executor's keepdims policy
     (``seqlower.executor.kernels``) decides, and this mirrors it exactly.
     """
-    keepdims = _int_attr(node, "keepdims", 1)
+    keepdims = int_attr(node, "keepdims", 1)
     split = node.inputs[1] if len(node.inputs) > 1 else None
     if split is None:
         return not keepdims
@@ -85,7 +85,7 @@ def split_squeezes(node: ir.Node, sizes: Sequence[int], x_shape: ir.Shape | None
 def dynamic_split_squeezes(node: ir.Node, policy: str) -> bool | None:
     """Whether SplitToSequence's chunks lose the split axis, decided without knowing the
     chunk sizes (None: only known at run time; see :func:`split_squeezes`)."""
-    keepdims = _int_attr(node, "keepdims", 1)
+    keepdims = int_attr(node, "keepdims", 1)
     split = node.inputs[1] if len(node.inputs) > 1 else None
     if split is None:
         return not keepdims
@@ -113,12 +113,12 @@ def unchanged_split_source(node: ir.Node, policy: str) -> ir.Value | None:
     if x is None or x.shape is None:
         return None
     r = x.shape.rank()
-    split_axis = _int_attr(p, "axis", 0) % r
+    split_axis = int_attr(p, "axis", 0) % r
     squeeze = dynamic_split_squeezes(p, policy)
     if squeeze is None:
         return None
-    new_axis = bool(_int_attr(node, "new_axis", 0))
+    new_axis = bool(int_attr(node, "new_axis", 0))
     if new_axis != squeeze:
         return None
-    axis = _int_attr(node, "axis", 0)
+    axis = int_attr(node, "axis", 0)
     return x if axis % r == split_axis else None

@@ -12,7 +12,7 @@ import onnx_ir as ir
 
 from seqlower.errors import ModelError
 from seqlower.ops import transfer
-from seqlower.irutil import _subgraph, anchored_shape, const_array, loop_runs_all_trips, node_label
+from seqlower.irutil import subgraph_of, anchored_shape, const_array, loop_runs_all_trips, node_label
 from seqlower.lattice import Elements, SeqInfo, join
 from seqlower.splits import STATIC_LENGTH_LIMIT
 
@@ -37,7 +37,7 @@ class ControlFlow:
     @transfer("If")
 
     def _t_If(self, node: ir.Node, label: str) -> None:
-        branches = [(name, _subgraph(node, name)) for name in ("then_branch", "else_branch")]
+        branches = [(name, subgraph_of(node, name)) for name in ("then_branch", "else_branch")]
         for name, g in branches:
             if g is None:
                 raise ModelError(f"{node_label(node)}: missing attribute {name}")
@@ -59,7 +59,7 @@ class ControlFlow:
     @transfer("Loop")
 
     def _t_Loop(self, node: ir.Node, label: str) -> None:
-        body = _subgraph(node, "body")
+        body = subgraph_of(node, "body")
         if body is None:
             raise ModelError(f"{node_label(node)}: missing attribute body")
         blabel = f"{label} > {node_label(node)}.body"
@@ -169,7 +169,7 @@ class ControlFlow:
     @transfer("Scan")
 
     def _t_Scan(self, node: ir.Node, label: str) -> None:
-        body = _subgraph(node, "body")
+        body = subgraph_of(node, "body")
         if body is not None:
             self._graph(body, f"{label} > {node_label(node)}.body")
         self._opaque(node, label, node_label(node))
@@ -177,7 +177,7 @@ class ControlFlow:
     @transfer("SequenceMap")
 
     def _t_SequenceMap(self, node: ir.Node, label: str) -> None:
-        body = _subgraph(node, "body")
+        body = subgraph_of(node, "body")
         if body is None:
             raise ModelError(f"{node_label(node)}: missing attribute body")
         first = self._need_seq(node, 0)

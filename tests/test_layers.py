@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -88,3 +89,17 @@ def test_the_core_is_reached_from_the_api_in_one_place_only():
                 schedule_importers.add(path.name)
     assert deferred == {("pipeline.py", "_core")}
     assert schedule_importers == {"lowering.py"}
+
+
+def test_no_private_name_is_imported_across_modules():
+    """What a module shares it names publicly; a leading underscore is its own (Stage 12)."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for path in [*(root / "seqlower").rglob("*.py"), *(root / "passes").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("seqlower"):
+                found += [f"{path.relative_to(root)}: {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []
