@@ -20,7 +20,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 
-from seqlower.builder import subgraphs
+from seqlower.irutil import subgraphs
 from seqlower.passes._rewrite import named_copy
 
 __all__ = ["CleanUpGraphPass"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.builder import subgraphs
+from seqlower.irutil import subgraphs
 
 __all__ = ["ForgetIntermediateShapesPass"]
 

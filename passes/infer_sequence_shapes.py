@@ -25,7 +25,7 @@ from seqlower.inference import infer_shapes, localize_outer_constants
 from seqlower.passes._rewrite import NOTES_KEY, subgraph_scopes, walk_scopes
 from seqlower.analysis import Analysis, SeqInfo, analyze, keep_for_next_pass, const_array, const_position, dynamic_split_squeezes, is_default_domain, model_input_dims
 from seqlower.irutil import anchored_shape
-from seqlower.builder import concat_shape, merge_shapes, subgraphs
+from seqlower.irutil import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.irutil import graphs_of
 from seqlower.model_io import weightless_proto

@@ -32,7 +32,8 @@ from seqlower.passes._rewrite import (
 from seqlower.passes.convert import Converter, Proto, Rule, convert_if, convert_loop, rule, rules
 from seqlower import ops
 from seqlower.analysis import is_default_domain, shape_json
-from seqlower.builder import Builder, subgraphs
+from seqlower.builder import Builder
+from seqlower.irutil import subgraphs
 
 __all__ = ["LowerOptionalsPass", "OPTIONAL_SEQUENCES_KEY"]
 

@@ -50,7 +50,8 @@ from seqlower.analysis import (
     split_sizes,
     split_squeezes,
 )
-from seqlower.builder import Builder, concat_shape
+from seqlower.builder import Builder
+from seqlower.irutil import concat_shape
 from seqlower.passes._batched_map import batched_plan, run_batched, sliced_plan
 from seqlower.passes._static_rows import Src, gather_rows, stack_rows, take_rows
 from seqlower.passes._tensor_ops import Ops

@@ -42,8 +42,7 @@ from seqlower.passes.vectorize_ragged_loops import VectorizeRaggedLoopsPass
 from seqlower.analysis import ANALYSIS_STASH_KEY
 from seqlower.keys import LOOP_REASONS_KEY
 from seqlower.model_io import check_model
-from seqlower.regions import relevant_ops
-from seqlower.targets.registry import QUIRKS, Quirk
+from seqlower.targets.registry import QUIRKS, Quirk, relevant_ops
 from seqlower.options import LowerOptions
 from seqlower.targets import Target, load_target
 

@@ -33,7 +33,7 @@ _HOME = {
     "SeqlowerError": "seqlower.errors",
     "LowerOptions": "seqlower.options",
     "LowerReport": "seqlower.report",
-    "lower": "seqlower.pipeline",
+    "lower": "seqlower.job",
     "lower_with_report": "seqlower.pipeline",
     "load_model": "seqlower.model_io",
     "read_model_proto": "seqlower.model_io",

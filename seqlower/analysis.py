@@ -31,7 +31,7 @@ import onnx_ir as ir
 
 from seqlower import ops
 from seqlower.ops import TRANSFERS, transfer
-from seqlower.builder import concat_shape, merge_shapes, subgraphs
+from seqlower.irutil import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
 from seqlower.keys import ANALYSIS_STASH_KEY
 from seqlower.irutil import (

@@ -3,7 +3,7 @@ users and shapes of values, model-input dims."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import weakref
 
@@ -13,7 +13,7 @@ from seqlower._deferred import onnx_ir as ir
 from seqlower.errors import ModelError, describe_node
 from seqlower.protos import OPEN_WHEN_EMPTY
 
-__all__ = ["anchored_shape", "open_when_empty", "const_array", "const_tensor", "const_position", "graph_label", "graphs_of", "is_default_domain",
+__all__ = ["merge_dims", "merge_shapes", "concat_shape", "anchored_shape", "open_when_empty", "const_array", "const_tensor", "const_position", "graph_label", "graphs_of", "is_default_domain",
            "loop_runs_all_trips", "loop_shapes_consistent", "model_input_dims", "node_label", "split_rank", "subgraphs"]
 
 
@@ -228,3 +228,53 @@ def graphs_of(model: ir.Model) -> list[ir.Graph]:
         found.append(graph)
         stack.extend(reversed([sub for node in graph if node.attributes for sub in subgraphs(node)]))
     return found
+
+
+def merge_dims(a: int | ir.SymbolicDim | None, b: int | ir.SymbolicDim | None) -> int | ir.SymbolicDim | None:
+    """The dim both may be (onnx's merge): equal dims stay, anything else is unknown."""
+    if a == b:
+        return a
+    return None
+
+
+def merge_shapes(shapes: Sequence[ir.Shape | None]) -> ir.Shape | None:
+    """One shape for several values (the element shape onnx gives a sequence type)."""
+    if not shapes or any(s is None for s in shapes):
+        return None
+    rank = shapes[0].rank()
+    if any(s.rank() != rank for s in shapes):
+        return None
+    return ir.Shape(_merged_dims([s.dims for s in shapes], range(rank)))
+
+
+def _merged_dims(dims: Sequence[Sequence[int | ir.SymbolicDim | None]], axes: Iterable[int]) -> list:
+    """merge_dims over every list, at each of ``axes``: the dim all share, else None."""
+    first, rest = dims[0], dims[1:]
+    return [first[i] if all(d[i] == first[i] for d in rest) else None for i in axes]
+
+
+def concat_shape(shapes: Sequence[ir.Shape | None], axis: int, new_axis: bool) -> ir.Shape | None:
+    """The shape ConcatFromSequence (or Concat after Unsqueeze) gives these elements: the
+    concatenated axis a sum (the count, for new_axis), the other dims merged."""
+    if not shapes or any(s is None for s in shapes):
+        return None
+    rank = shapes[0].rank()
+    if any(s.rank() != rank for s in shapes):
+        return None
+    r = rank + 1 if new_axis else rank
+    if r == 0 or not -r <= axis < r:
+        return None
+    a = axis % r
+    if new_axis:
+        merged = merge_shapes(shapes)
+        if merged is None:
+            return None
+        dims = list(merged.dims)
+        dims.insert(a, len(shapes))
+        return ir.Shape(dims)
+    # Built from the dims lists: a Shape per element was most of the analysis's time on
+    # thousands of concats.
+    dims = _merged_dims([s.dims for s in shapes], (i for i in range(rank) if i != a))
+    along = [s.dims[a] for s in shapes]
+    dims.insert(a, sum(along) if all(isinstance(d, int) for d in along) else None)
+    return ir.Shape(dims)

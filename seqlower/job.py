@@ -10,7 +10,8 @@ Reading checks the model as ``read_model_held`` does (an invalid one raises Mode
 and holds its big weights out of the proto as stubs; lowering touches only the sequence
 region (``seqlower.pipeline.lower_proto_with_report``); the weights come back from their
 bytes when the model is written or handed back. The lowering core itself
-(``seqlower.lowering``) knows nothing of files, stubs or regions.
+(``seqlower.lowering``) knows nothing of files, stubs or regions. ``lower`` is the API's
+``seqlower.lower``.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from typing import Any
 
 import onnx
 
+from seqlower.collector import fewer_collections
 from seqlower.model_check import InferredTypes
 from seqlower.model_io import StagedModel, read_model_held, stage_model, with_weights
 from seqlower.options import LowerOptions
 from seqlower.report import LowerReport
 from seqlower.weights import Weights
 
-__all__ = ["Job"]
+__all__ = ["Job", "lower"]
 
 
 class Job:
@@ -78,3 +80,27 @@ class Job:
         """The lowered model written beside ``path`` (``model_io.stage_model``): commit it
         once it has been checked, or discard it."""
         return stage_model(self.lowered, path, self.weights)
+
+
+def lower(model: Any, *, base_dir: str | None = None, **kwargs: Any) -> Any:
+    """Lower a model; returns the same kind it was given (ModelProto or onnx_ir.Model).
+
+    A ModelProto takes the CLI's road (``Job``: read and checked as a file is, weights held
+    as stubs, the region lowered, the weights' bytes put back); the caller's is not
+    changed. An onnx_ir.Model is lowered whole, in place (the core, no region, no
+    optimizer). A model with external data needs none of it to be lowered: weights are
+    passed through untouched (they stay external, with their locations). ``base_dir``, the
+    folder the model was loaded from, lets small external constants (split sizes,
+    positions) be read and folded; without it they are treated as known only at run time.
+    """
+    with fewer_collections():
+        if isinstance(model, onnx.ModelProto):
+            job = Job.read(model, base_dir=base_dir)
+            job.lower(LowerOptions(**kwargs))
+            return job.model()
+        from seqlower._deferred import onnx_ir as ir
+        from seqlower.pipeline import lower_with_report
+
+        if base_dir is not None:
+            ir.external_data.set_base_dir(model.graph, base_dir)
+        return lower_with_report(model, LowerOptions(**kwargs))[0]

@@ -4,7 +4,8 @@ so code composing seqlower's passes in its own PassManager can read them."""
 
 from __future__ import annotations
 
-__all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY"]
+__all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY",
+           "RESERVED_NAMES_KEY"]
 
 # model.meta: every rewrite, a list of dicts {op, node, graph, into, how}.
 REPORT_KEY = "seqlower.rewrites"
@@ -25,3 +26,7 @@ KEPT_ZIPMAPS_KEY = "seqlower.kept_zipmaps"
 # of the rounds to use (passes/schedule.py's Rounds drops it as soon as a pass changes
 # the model). On 10,000 edits the fold and the Unrolled lowering read one analysis.
 ANALYSIS_STASH_KEY = "seqlower.analysis_stash"
+
+# model.meta: names a lowering must not take (a region's sub-model: the names the rest of
+# the model keeps), so what it creates never collides when it is spliced back.
+RESERVED_NAMES_KEY = "seqlower.reserved_names"

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.builder import merge_shapes
+from seqlower.irutil import merge_shapes
 from seqlower.plist import PList
 
 __all__ = ["Elements", "SeqInfo", "join", "shape_json", "shifted", "symbolic_length_text"]

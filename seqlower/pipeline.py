@@ -18,18 +18,18 @@ import onnx
 from seqlower._deferred import onnx_ir as ir
 
 from seqlower import repeats
-from seqlower.collector import fewer_collections
 from seqlower.errors import SeqlowerError
 from seqlower.model_check import InferredTypes, check_types
 from seqlower.model_io import from_proto, to_proto
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.protos import own_names
-from seqlower.regions import RESERVED_NAMES_KEY, Found, Region, build, find, has_work, node_kinds, splice
+from seqlower.keys import RESERVED_NAMES_KEY
+from seqlower.regions import Found, Region, build, find, has_work, node_kinds, splice
 from seqlower.report import LowerReport, overridable_notes
 from seqlower.targets import lacking_ops, load_target, target_gaps
 from seqlower.weights import Weights
 
-__all__ = ["LowerOptions", "LowerReport", "lower", "lower_with_report", "lower_proto_with_report", "DEFAULT_MAX_UNROLL"]
+__all__ = ["LowerOptions", "LowerReport", "lower_with_report", "lower_proto_with_report", "DEFAULT_MAX_UNROLL"]
 
 logger = logging.getLogger(__name__)
 
@@ -207,27 +207,3 @@ def _lower_region(region: Region, label: str, options: LowerOptions,
     sub.meta[RESERVED_NAMES_KEY] = region.reserved if reserved is None else reserved
     lowered, report = lower_with_report(sub, options, optimize=True)
     return to_proto(lowered), report
-
-
-def lower(model: onnx.ModelProto | ir.Model, *, base_dir: str | None = None, **kwargs: Any) -> onnx.ModelProto | ir.Model:
-    """Lower a model; returns the same kind it was given (ModelProto or onnx_ir.Model).
-
-    A model with external data needs none of it to be lowered: weights are passed through
-    untouched (they stay external, with their locations). ``base_dir``, the folder the
-    model was loaded from, lets small external constants (split sizes, positions) be read
-    and folded; without it they are treated as known only at run time.
-    """
-    with fewer_collections():
-        if isinstance(model, onnx.ModelProto):
-            # The CLI's road (``seqlower lower``): read and checked as a file is, weights held
-            # as stubs, the region lowered, and the weights' bytes put back.
-            from seqlower.job import Job
-
-            job = Job.read(model, base_dir=base_dir)
-            job.lower(LowerOptions(**kwargs))
-            return job.model()
-        if base_dir is not None:
-            ir.external_data.set_base_dir(model.graph, base_dir)
-        return lower_with_report(model, LowerOptions(**kwargs))[0]
-
-

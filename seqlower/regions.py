@@ -31,15 +31,12 @@ from onnx import helper
 
 from seqlower import ops
 from seqlower.inference import infer_shapes
-from seqlower.targets.registry import QUIRKS
+from seqlower.targets.registry import QUIRKS, relevant_ops
 from seqlower.protos import OPEN_WHEN_EMPTY, canonical_subgraphs, outer_reads, scan_output_of, own_names, reads_and_names, subgraphs_of
 from seqlower.weights import Weights, is_stub
 
-__all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "topological", "RESERVED_NAMES_KEY"]
+__all__ = ["Region", "cut", "splice", "has_work", "node_kinds", "relevant_ops", "topological"]
 
-# model.meta of a region's sub-model: every name the rest of the model uses; the passes'
-# NameAuthority takes none of them, so what a lowering creates never collides on splice.
-RESERVED_NAMES_KEY = "seqlower.reserved_names"
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # ai.onnx.ml ops that make sequences of maps (ZipMap): the region takes them.
@@ -62,19 +59,6 @@ _IN_PLACE = 512
 # Constants at most this big are copied into the sub-model as initializers (the folds
 # read split sizes, positions, shapes); bigger ones are typed graph inputs.
 _SMALL_BYTES = 1 << 16
-
-
-# Target quirks whose rewrites apply to every node of their ops (the registry's), so every
-# such node belongs to the region.
-QUIRK_OPS = {q.id: q.ops for q in QUIRKS.values() if q.rewrite and q.ops and not q.whole_model}
-
-
-def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[str]:
-    """Ops some pass rewrites: sequence and optional ops, ReverseSequence, what the target
-    lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
-    about an op, every node of it (``QUIRK_OPS``)."""
-    every = {op for q in quirks if q in QUIRK_OPS for op in QUIRK_OPS[q]}
-    return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | every)
 
 
 def _string_scans(node: onnx.NodeProto) -> bool:

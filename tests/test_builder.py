@@ -6,7 +6,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from seqlower.builder import Builder, NameAuthority, merge_shapes
+from seqlower.builder import Builder, NameAuthority
+from seqlower.irutil import merge_shapes
 from tests.helpers import FLOAT, model, t
 from tests.passes.patterns import IR_FOR_OPSET, OPSETS
 

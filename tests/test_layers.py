@@ -103,3 +103,54 @@ def test_no_private_name_is_imported_across_modules():
                 found += [f"{path.relative_to(root)}: {node.module}.{a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert found == []
+
+
+# The layers, lowest first: a module imports only from its own group or a lower layer
+# (function-level imports included). One table for every module of seqlower/ and passes/.
+LAYERS: list[set[str]] = [
+    # the base; the package's names (loaded lazily, by importlib: nothing at import)
+    {"errors", "keys", "options", "ops", "plist", "collector", "_deferred", "protos", "demo", "seqlower"},
+    {"weights", "inference", "irutil", "map_types"},  # protobuf and IR helpers
+    {"inventory", "lattice", "builder", "model_check", "splits"},
+    {"targets", "model_io", "choose", "transfer_control"},  # profiles and quirks; reading and writing
+    {"report", "analysis", "regions", "executor"},  # the report; the analyzer; the region cut; the judge
+    {"passes", "repeats"},  # the passes (seqlower.passes); repeated webs
+    {"lowering"},  # the core: passes on an onnx_ir model
+    {"pipeline"},  # the protobuf side around the core
+    {"job"},  # the one road of the API and the CLI
+    {"cli"},  # the command line
+    {"__main__"},
+]
+
+
+def _group(module: str) -> str:
+    for package in ("seqlower.passes", "seqlower.executor", "seqlower.cli", "seqlower.targets"):
+        if module == package or module.startswith(package + "."):
+            return package.removeprefix("seqlower.")
+    return module.removeprefix("seqlower.") if module != "seqlower" else "seqlower"
+
+
+def test_every_module_imports_downward_by_one_table():
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    files = {f"seqlower.{'.'.join(p.relative_to(root / 'seqlower').with_suffix('').parts)}".removesuffix(".__init__"): p
+             for p in (root / "seqlower").rglob("*.py")}
+    files.update({f"seqlower.passes.{p.stem}".removesuffix(".__init__"): p for p in (root / "passes").glob("*.py")})
+    files["seqlower"] = root / "seqlower" / "__init__.py"
+    level = {g: k for k, layer in enumerate(LAYERS) for g in layer}
+    assert set(level) >= {_group(m) for m in files}, sorted({_group(m) for m in files} - set(level))
+    wrong = []
+    for module, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("seqlower"):
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.startswith("seqlower")]
+            else:
+                continue
+            for target in targets:
+                g, h = _group(module), _group(target)
+                if g != h and level[h] >= level[g]:
+                    wrong.append(f"{module} ({g}) imports {target} ({h})")
+    assert wrong == []

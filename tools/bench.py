@@ -184,7 +184,7 @@ def lowering_table(args, families: list[str], sizes: list[int], idle: float) -> 
 
 
 def latency_table(args, families: list[str]) -> list[dict]:
-    from seqlower.pipeline import lower
+    from seqlower import lower
 
     print(f"\n{'onnxruntime':11} {'members':>7} {'orig/low worst':>14} {'seed':>6} {'low/hand worst':>14} {'seed':>6}"
           f" {'low/hand median':>15}  worst member (low/hand)")

@@ -18,11 +18,12 @@ under ``seqlower.passes``: a pass class built with no argument, or a function
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from seqlower import ops
 
-__all__ = ["QUIRKS", "Quirk", "PHASES"]
+__all__ = ["QUIRKS", "QUIRK_OPS", "Quirk", "PHASES", "relevant_ops"]
 
 # Where a rewrite runs, after the rounds: "final" (in table order), "after-drop" (after
 # the empty operands of the unrolled lists' joins are dropped, as it pads joins), and
@@ -152,3 +153,15 @@ _TABLE = [
 
 QUIRKS: dict[str, Quirk] = {q.id: q for q in _TABLE}
 assert len(QUIRKS) == len(_TABLE), "a quirk id registered twice"
+
+# Target quirks whose rewrites apply to every node of their ops (this table's), so every
+# such node belongs to the region.
+QUIRK_OPS = {q.id: q.ops for q in QUIRKS.values() if q.rewrite and q.ops and not q.whole_model}
+
+
+def relevant_ops(lacks: Iterable[str], quirks: Iterable[str] = ()) -> frozenset[str]:
+    """Ops some pass rewrites: sequence and optional ops, ReverseSequence, what the target
+    lacks (Loop and Scan too: unrolled, or made Scans) and, for a target with a quirk
+    about an op, every node of it (``QUIRK_OPS``)."""
+    every = {op for q in quirks if q in QUIRK_OPS for op in QUIRK_OPS[q]}
+    return frozenset(ops.names("sequence") | ops.names("optional") | {"ReverseSequence"} | set(lacks) | every)
