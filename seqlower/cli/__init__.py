@@ -91,7 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
+    _add_lower(sub, fmt)
+    _add_verify(sub, fmt)
+    _add_run(sub, fmt)
+    _add_inspect(sub, fmt)
+    _add_check(sub, fmt)
+    _add_demo(sub, fmt)
+    return parser
 
+
+def _add_lower(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("lower", help="lower a model's sequence ops (or every model below a folder)",
                        formatter_class=fmt,
                        description="Load a model, run the lowering passes, check and save it atomically, and "
@@ -144,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
                          " several samples", compare=True)
     p.set_defaults(func="lower:cmd_lower")
 
+
+def _add_verify(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("verify", help="prove two models compute the same numbers", formatter_class=fmt,
                        description="Run both models on the same inputs and compare every output, on the reference "
                                    "backend and on onnxruntime unless --backend picks one.",
@@ -164,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                       compare=True)
     p.set_defaults(func="verify:cmd_verify")
 
+
+def _add_run(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("run", help="run one model on the executor", formatter_class=fmt,
                        description="Run a model and print its outputs, or save them as .pb files.",
                        epilog=_examples("""
@@ -178,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_exec_options(p, ".npz file or backend test-data folder (input_J.pb)", compare=False)
     p.set_defaults(func="verify:cmd_run")
 
+
+def _add_inspect(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("inspect", help="list every sequence value and op", formatter_class=fmt,
                        description="Every sequence/optional value and op, subgraphs and functions included, "
                                    "with what onnx shape inference knows about it, then seqlower's analysis of "
@@ -200,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="as for lower (decides whether keepdims=0 chunks lose their axis)")
     p.set_defaults(func="inspect:cmd_inspect")
 
+
+def _add_check(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("check", help="CI gate: exit 1 while sequences remain", formatter_class=fmt,
                        description="Exit 1 while any sequence op, sequence type or optional type remains "
                                    "anywhere (subgraphs and functions included), or any op the --target "
@@ -217,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_option(p)
     p.set_defaults(func="inspect:cmd_check")
 
+
+def _add_demo(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("demo", help="lower and verify the bundled example", formatter_class=fmt,
                        description="Build the bundled example model, lower it, verify it, print the report.",
                        epilog=_examples("""
@@ -227,8 +246,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=_pos_int, default=3)
     p.add_argument("--backend", choices=("reference", "onnxruntime"), default="reference")
     p.set_defaults(func="demo:cmd_demo")
-    return parser
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
