@@ -42,7 +42,7 @@ from seqlower.passes.vectorize_ragged_loops import VectorizeRaggedLoopsPass
 from seqlower.analysis import ANALYSIS_STASH_KEY
 from seqlower.keys import LOOP_REASONS_KEY
 from seqlower.model_io import check_model
-from seqlower.targets.registry import QUIRKS, Quirk, relevant_ops
+from seqlower.targets.registry import QUIRKS, relevant_ops
 from seqlower.options import LowerOptions
 from seqlower.targets import Target, load_target
 
@@ -131,12 +131,11 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
         final.append(UnrollConstantScansPass(options.max_unroll))
     if not target.sequences:
         final.append(LowerZipMapPass())  # seq(map) outputs: no such type without sequences
-    quirks = [QUIRKS[q] for q, _ in target.quirks if q in QUIRKS]
-    final += quirk_rewrites(quirks, "final", options, target)
+    final += quirk_rewrites(target, options, "final")
     final.append(DropEmptyConcatOperandsPass())  # (the unrolled lists' empty starts)
-    final += quirk_rewrites(quirks, "after-drop", options, target)
+    final += quirk_rewrites(target, options, "after-drop")
     final.append(CleanUpGraphPass())  # what the target's rewrites left unused
-    after_inference = quirk_rewrites(quirks, "after-inference", options, target)
+    after_inference = quirk_rewrites(target, options, "after-inference")
     if not inferred_after or after_inference:
         # (a whole-model onnx inference: 1.7 s of the 8.7 s of 3,000 run-time list edits)
         final.append(InferSequenceShapesPass(options.keepdims_policy))
@@ -149,14 +148,13 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
     return [*inline, rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
 
 
-def quirk_rewrites(quirks: list[Quirk], phase: str, options: LowerOptions, target: Target,
-                   again: bool = False) -> list[ir.passes.PassBase]:
-    """The passes of ``quirks``' rewrites for ``phase`` (or their runs again after folding),
-    in the registry's order (``seqlower.targets.registry``)."""
-    order = {q.id: k for k, q in enumerate(QUIRKS.values())}
+def quirk_rewrites(target: Target, options: LowerOptions, phase: str | None) -> list[ir.passes.PassBase]:
+    """The passes of ``target``'s quirks' rewrites for ``phase``, or (``phase`` None) their
+    runs again after folding, in the registry's order (``seqlower.targets.registry``)."""
+    have = dict(target.quirks)
     passes: list[ir.passes.PassBase] = []
-    for quirk in sorted(quirks, key=lambda q: order[q.id]):
-        ref = quirk.again if again else quirk.rewrite if quirk.phase == phase else None
+    for quirk in (q for q in QUIRKS.values() if q.id in have):
+        ref = quirk.again if phase is None else quirk.rewrite if quirk.phase == phase else None
         if ref is None:
             continue
         module, name = ref.split(":")
@@ -325,8 +323,7 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
     passes: list[ir.passes.PassBase] = []
     if "Loop" in target.lacks and "Scan" not in target.lacks:
         passes.append(UnrollConstantScansPass(options.max_unroll))  # (as in build_passes' final)
-    quirks = [QUIRKS[q] for q, _ in target.quirks if q in QUIRKS]
-    return passes + quirk_rewrites(quirks, "", options, target, again=True)
+    return passes + quirk_rewrites(target, options, None)
 
 
 def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.passes.PassBase]:

@@ -23,7 +23,7 @@ from typing import Any
 import onnx
 
 from seqlower.collector import fewer_collections
-from seqlower.model_check import InferredTypes
+from seqlower.model_check import PROTOBUF_LIMIT, InferredTypes
 from seqlower.model_io import StagedModel, read_model_held, stage_model, with_weights
 from seqlower.options import LowerOptions
 from seqlower.report import LowerReport
@@ -47,11 +47,13 @@ class Job:
     def read(cls, source: str | os.PathLike | bytes | onnx.ModelProto, *, base_dir: str | None = None) -> Job:
         """Read and check a model (ModelError: unreadable or invalid). ``base_dir``: the
         folder of its external data, for bytes or a ModelProto (a path's own folder
-        otherwise). A ModelProto is read from its bytes: the caller's is never changed."""
+        otherwise). A ModelProto is read from its bytes, its weights held, as a file is
+        (one past protobuf's 2 GiB has no bytes: it is read as it is, weights in place);
+        the caller's is never changed."""
         inferred = InferredTypes()
-        if isinstance(source, onnx.ModelProto):
+        if isinstance(source, onnx.ModelProto) and source.ByteSize() < PROTOBUF_LIMIT:
             source = source.SerializeToString()
-        if isinstance(source, bytes):
+        if isinstance(source, bytes | onnx.ModelProto):
             label = "<model>"
         else:
             label = os.fspath(source)

@@ -57,3 +57,22 @@ def test_the_api_refuses_what_the_cli_refuses():
     m.graph.node[0].input[1] = "nowhere"
     with pytest.raises(ModelError, match="nowhere"):
         seqlower.lower(m)
+
+
+def test_a_proto_past_protobufs_limit_is_read_as_it_is_and_lowers_the_same(monkeypatch):
+    # (one past 2 GiB has no bytes to hold its weights in: it is read as a ModelProto,
+    # weights in place; here every proto counts as that big)
+    import seqlower.job
+    from seqlower.executor.verify import verify
+
+    m = _with_weights()
+    held = seqlower.lower(m).SerializeToString()
+    monkeypatch.setattr(seqlower.job, "PROTOBUF_LIMIT", 1)
+    job = seqlower.job.Job.read(m)
+    assert job.weights is None and job.label == "<model>"
+    job.lower()
+    whole = job.model()
+    assert whole.SerializeToString() == held
+    assert m.graph.node[1].op_type == "SplitToSequence", "the caller's model was changed"
+    for backend in ("reference", "onnxruntime"):
+        assert verify(m, whole, samples=2, backend=backend).equivalent

@@ -62,14 +62,13 @@ def test_the_schedule_runs_each_rewrite_of_the_targets_quirks_once_in_the_regist
     from seqlower.passes.schedule import build_passes, quirk_rewrites
 
     target = load_target(name)
-    quirks = [QUIRKS[q] for q, _ in target.quirks]
     passes = build_passes(LowerOptions(target=name))
     names = [type(p).__name__ for p in passes]
     for phase in PHASES:
-        for made in quirk_rewrites(quirks, phase, LowerOptions(target=name), target):
+        for made in quirk_rewrites(target, LowerOptions(target=name), phase):
             assert type(made).__name__ in names, (name, phase, type(made).__name__)
     # The ones with a rewrite, in the registry's order, each where its phase puts it.
-    want = [type(p).__name__ for phase in PHASES for p in quirk_rewrites(quirks, phase, LowerOptions(target=name), target)]
+    want = [type(p).__name__ for phase in PHASES for p in quirk_rewrites(target, LowerOptions(target=name), phase)]
     at = [names.index(w, names.index(want[k - 1]) + 1 if k else 0) for k, w in enumerate(want)]
     assert at == sorted(at), (name, want)
 
