@@ -192,13 +192,12 @@ class Ops:
             # A constant position needs no test: itself, or counted from the end.
             k = int(known.numpy().reshape(()))
             return self.scalar(k) if k >= 0 else self.op("Add", [n, self.scalar(k)], f"{name}_from_end", dtype=INT64, shape=[])
-        fact = p.is_graph_input() or p.is_initializer()  # (a declared shape that is a contract)
         if p.dtype != INT64:
-            p = self.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64)
-        if not (fact and p.shape is not None and p.shape.rank() == 0):
-            # (not for a scalar model input: the constant folder takes such a Reshape out
-            # again, and each removal looks at every use of its shape constant, which
-            # 10,000 edits at one run-time position all read: quadratic)
+            p = self.op("Cast", [p], f"{name}_i64", dtype=INT64, to=INT64, shape=p.shape)
+        if p.shape is None or p.shape.rank() != 0:
+            # (not for a known scalar: the constant folder takes such a Reshape out again,
+            # trusting the same shape, and each removal looks at every use of its shape
+            # constant, which 10,000 edits at run-time positions all read: quadratic)
             p = self.reshape(p, self.ints([]), f"{name}_scalar")
         neg = self.op("Less", [p, self.scalar(0)], f"{name}_neg", dtype=ir.DataType.BOOL)
         return self.op("Where", [neg, self.op("Add", [p, n], f"{name}_wrapped"), p], f"{name}_norm", dtype=INT64, shape=[])
