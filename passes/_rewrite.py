@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import onnx_ir as ir
 
-from seqlower.analysis import graph_label, node_label, shape_json
+from seqlower.analysis.analyzer import graph_label, node_label, shape_json
 from seqlower.passes.keys import ABI_KEY, NOTES_KEY, OPTIONAL_SEQUENCES_KEY, REPORT_KEY
-from seqlower.builder import Builder, NameAuthority, ai_onnx_opset
-from seqlower.irutil import subgraphs
+from seqlower.ir.builder import Builder, NameAuthority, ai_onnx_opset
+from seqlower.ir.helpers import subgraphs
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",

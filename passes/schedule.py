@@ -10,38 +10,38 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes.common import CommonSubexpressionEliminationPass, DeduplicateInitializersPass
 
-from seqlower.passes.bound_loops import BoundLoopsPass, TripBounds
-from seqlower.passes.carry_string_scans import CarryStringScansPass
-from seqlower.passes.clean_up_graph import CleanUpGraphPass
-from seqlower.passes.inline_sequence_functions import InlineSequenceFunctionsPass
-from seqlower.passes.fold_zero_trip_loops import FoldZeroTripLoopsPass
-from seqlower.passes.counted_loops import CountedLoopsPass
-from seqlower.passes.fold_sequence_arguments import FoldSequenceArgumentsPass
-from seqlower.passes.fold_sequence_constants import FoldSequenceConstantsPass
-from seqlower.passes.fold_static_ifs import FoldStaticIfsPass
-from seqlower.passes.guard_zero_trip_loops import GuardZeroTripLoopsPass
-from seqlower.passes.ifs_to_selects import IfsToSelectsPass
-from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
-from seqlower.passes.loops_to_scans import LoopsToScansPass
-from seqlower.passes.lower_compress import LowerCompressPass
-from seqlower.passes.lower_cumsum import LowerCumSumPass
-from seqlower.passes.lower_flat_sequences import LowerFlatSequencesPass
-from seqlower.passes.lower_optionals import LowerOptionalsPass
-from seqlower.passes.lower_packed_sequences import LowerPackedSequencesPass
-from seqlower.passes.lower_reverse_sequence import LowerReverseSequencePass
-from seqlower.passes.lower_unrolled_sequences import LowerUnrolledSequencesPass
-from seqlower.passes.lower_zip_map import LowerZipMapPass
-from seqlower.passes.drop_empty_concat_operands import DropEmptyConcatOperandsPass
-from seqlower.passes.merge_equal_slices import MergeEqualSlicesPass
-from seqlower.passes.sink_transposes import SinkTransposesPass
-from seqlower.passes.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
-from seqlower.passes.unroll_constant_scans import UnrollConstantScansPass
-from seqlower.passes.unroll_loops import UnrollLoopsPass
-from seqlower.passes.vectorize_loops import VectorizeLoopsPass
-from seqlower.passes.vectorize_ragged_loops import VectorizeRaggedLoopsPass
-from seqlower.analysis import ANALYSIS_STASH_KEY
+from seqlower.passes.loops.bound_loops import BoundLoopsPass, TripBounds
+from seqlower.passes.loops.carry_string_scans import CarryStringScansPass
+from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
+from seqlower.passes.lowering.inline_sequence_functions import InlineSequenceFunctionsPass
+from seqlower.passes.folds.fold_zero_trip_loops import FoldZeroTripLoopsPass
+from seqlower.passes.loops.counted_loops import CountedLoopsPass
+from seqlower.passes.folds.fold_sequence_arguments import FoldSequenceArgumentsPass
+from seqlower.passes.folds.fold_sequence_constants import FoldSequenceConstantsPass
+from seqlower.passes.folds.fold_static_ifs import FoldStaticIfsPass
+from seqlower.passes.quirks.guard_zero_trip_loops import GuardZeroTripLoopsPass
+from seqlower.passes.loops.ifs_to_selects import IfsToSelectsPass
+from seqlower.passes.folds.infer_sequence_shapes import InferSequenceShapesPass
+from seqlower.passes.loops.loops_to_scans import LoopsToScansPass
+from seqlower.passes.quirks.lower_compress import LowerCompressPass
+from seqlower.passes.quirks.lower_cumsum import LowerCumSumPass
+from seqlower.passes.lowering.lower_flat_sequences import LowerFlatSequencesPass
+from seqlower.passes.lowering.lower_optionals import LowerOptionalsPass
+from seqlower.passes.lowering.lower_packed_sequences import LowerPackedSequencesPass
+from seqlower.passes.lowering.lower_reverse_sequence import LowerReverseSequencePass
+from seqlower.passes.lowering.lower_unrolled_sequences import LowerUnrolledSequencesPass
+from seqlower.passes.lowering.lower_zip_map import LowerZipMapPass
+from seqlower.passes.folds.drop_empty_concat_operands import DropEmptyConcatOperandsPass
+from seqlower.passes.quirks.merge_equal_slices import MergeEqualSlicesPass
+from seqlower.passes.folds.sink_transposes import SinkTransposesPass
+from seqlower.passes.quirks.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
+from seqlower.passes.loops.unroll_constant_scans import UnrollConstantScansPass
+from seqlower.passes.loops.unroll_loops import UnrollLoopsPass
+from seqlower.passes.loops.vectorize_loops import VectorizeLoopsPass
+from seqlower.passes.loops.vectorize_ragged_loops import VectorizeRaggedLoopsPass
+from seqlower.analysis.analyzer import ANALYSIS_STASH_KEY
 from seqlower.keys import LOOP_REASONS_KEY
-from seqlower.model_io import check_model
+from seqlower.io.models import check_model
 from seqlower.targets.registry import QUIRKS, relevant_ops
 from seqlower.options import LowerOptions
 from seqlower.targets import Target, load_target

@@ -33,11 +33,11 @@ _HOME = {
     "SeqlowerError": "seqlower.errors",
     "LowerOptions": "seqlower.options",
     "LowerReport": "seqlower.report",
-    "lower": "seqlower.job",
-    "lower_with_report": "seqlower.pipeline",
-    "load_model": "seqlower.model_io",
-    "read_model_proto": "seqlower.model_io",
-    "save_model": "seqlower.model_io",
+    "lower": "seqlower.fastpath.job",
+    "lower_with_report": "seqlower.fastpath.pipeline",
+    "load_model": "seqlower.io.models",
+    "read_model_proto": "seqlower.io.models",
+    "save_model": "seqlower.io.models",
 }
 
 

@@ -4,7 +4,7 @@ so code composing seqlower's passes in its own PassManager can read them."""
 
 from __future__ import annotations
 
-__all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY",
+__all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPEN_WHEN_EMPTY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY",
            "RESERVED_NAMES_KEY"]
 
 # model.meta: every rewrite, a list of dicts {op, node, graph, into, how}.
@@ -30,3 +30,7 @@ ANALYSIS_STASH_KEY = "seqlower.analysis_stash"
 # model.meta: names a lowering must not take (a region's sub-model: the names the rest of
 # the model keeps), so what it creates never collides when it is spliced back.
 RESERVED_NAMES_KEY = "seqlower.reserved_names"
+
+# metadata_props of a region's sub-model input that is a Loop's or a Scan's scan output in
+# the model: after no iteration its trailing dims are whatever the runtime says.
+OPEN_WHEN_EMPTY = "seqlower.open_when_empty"

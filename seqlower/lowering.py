@@ -2,7 +2,7 @@
 model, the result checked, and a report of what was rewritten and what stays, with why.
 
 Layers import one way (DESIGN.md, Core v2): this module sits above the passes and the
-analysis and imports them at the top; ``seqlower.pipeline``, the protobuf side (regions,
+analysis and imports them at the top; ``seqlower.fastpath.pipeline``, the protobuf side (regions,
 weights, repeats, splicing), loads this module where a model has work, so a model with
 nothing to lower is read, checked and written with protobuf alone (tests/test_layers.py).
 """
@@ -17,19 +17,19 @@ import onnx_ir as ir
 import onnxscript.optimizer
 from onnx_ir.passes import common
 
-from seqlower.analysis import Analysis, analyze
+from seqlower.analysis.analyzer import Analysis, analyze
 from seqlower.errors import ModelError, SeqlowerError
-from seqlower.inventory import take_inventory
-from seqlower.irutil import node_label
+from seqlower.io.inventory import take_inventory
+from seqlower.ir.helpers import node_label
 from seqlower.keys import ANALYSIS_STASH_KEY, KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
-from seqlower.model_io import check_model, weightless_proto
+from seqlower.io.models import check_model, weightless_proto
 from seqlower.ops import makes_lists
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
-from seqlower.passes.clean_up_graph import CleanUpGraphPass
-from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
-from seqlower.passes.lower_zip_map import LowerZipMapPass
+from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
+from seqlower.passes.folds.infer_sequence_shapes import InferSequenceShapesPass
+from seqlower.passes.lowering.lower_zip_map import LowerZipMapPass
 from seqlower.passes.schedule import after_folding, build_passes, loop_fallbacks
-from seqlower.passes.unroll_loops import UnrollLoopsPass
+from seqlower.passes.loops.unroll_loops import UnrollLoopsPass
 from seqlower.report import LowerReport, overridable_notes
 from seqlower.targets import load_target, target_gaps
 

@@ -63,7 +63,7 @@ def op_facts(name: str, family: str, **kwargs: object) -> OpFacts:
     return f
 
 
-# The analysis's transfer function of each op (``seqlower.analysis``): what the op's
+# The analysis's transfer function of each op (``seqlower.analysis.analyzer``): what the op's
 # output lists are, given its inputs'. Filled by ``@transfer``.
 TRANSFERS: dict[str, Callable[..., None]] = {}
 

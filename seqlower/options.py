@@ -13,7 +13,7 @@ KEEPDIMS_POLICIES = ("auto", "spec", "onnxruntime")
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 DEFAULT_MAX_UNROLL = 64
 # metadata_props key naming the bool output a model lowered with --max-trips/--dim-max
-# raises when a Loop needed more steps than its bound (passes/bound_loops.py).
+# raises when a Loop needed more steps than its bound (passes/loops/bound_loops.py).
 TRIPS_EXCEEDED_KEY = "seqlower.trips_exceeded"
 TARGETS: tuple[str, ...] = tuple(sorted(p.stem for p in (Path(__file__).parent / "targets").glob("*.toml")))
 

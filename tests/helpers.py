@@ -63,7 +63,7 @@ def body(nodes, inputs, outputs, initializer=()) -> onnx.GraphProto:
 def lowered_for(m: onnx.ModelProto, target: str) -> onnx.ModelProto:
     """``m`` lowered for ``target`` (no other option), held to onnx's full checker."""
     from seqlower import LowerOptions, load_model, lower_with_report
-    from seqlower.model_io import to_proto
+    from seqlower.io.models import to_proto
 
     low = to_proto(lower_with_report(load_model(m), LowerOptions(target=target))[0])
     onnx.checker.check_model(low, full_check=True)
@@ -94,8 +94,8 @@ def lower_checked(
     ``check_each_pass``, onnx's full checker also runs after every pass."""
     from seqlower import lower_with_report, load_model
     from seqlower.executor.verify import verify
-    from seqlower.inventory import take_inventory
-    from seqlower.model_io import to_proto
+    from seqlower.io.inventory import take_inventory
+    from seqlower.io.models import to_proto
 
     original = m.SerializeToString()
     options = _options(max_unroll, policy, packed, target)
@@ -105,7 +105,7 @@ def lower_checked(
     assert m.SerializeToString() == original, "lowering modified its input"
     if _shapeless_io(m):
         # Inputs or outputs of unknown rank stay so; everything else is held to the full checker.
-        from seqlower.model_check import check_proto
+        from seqlower.io.check import check_proto
 
         accepted = check_proto(low, "lowered", None, full=True)
         assert accepted and all("declare no shape" in w for w in accepted), accepted
@@ -149,14 +149,14 @@ def _curated(m: onnx.ModelProto) -> bool:
 
 
 def _region_way(m, options, tensor_only, inputs, policy, dims, backend) -> None:
-    """The same model lowered as the CLI lowers a file (seqlower.regions: only its sequence
+    """The same model lowered as the CLI lowers a file (seqlower.fastpath.regions: only its sequence
     region, spliced back) is held to the same promises."""
     from seqlower.executor.verify import verify
-    from seqlower.inventory import take_inventory
-    from seqlower.model_check import check_proto
-    from seqlower.pipeline import lower_proto_with_report
+    from seqlower.io.inventory import take_inventory
+    from seqlower.io.check import check_proto
+    from seqlower.fastpath.pipeline import lower_proto_with_report
 
-    from seqlower.model_check import InferredTypes, check_types
+    from seqlower.io.check import InferredTypes, check_types
 
     copy = onnx.ModelProto()
     copy.CopyFrom(m)

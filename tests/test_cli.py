@@ -414,7 +414,7 @@ def test_inspect_svg_needs_graphviz(capsys, tmp_path, seq_model, monkeypatch):
 
 @pytest.mark.parametrize("tree", [False, True])
 def test_every_subcommand_takes_a_model_importing_only_ai_onnx_ml(capsys, tmp_path, tree):
-    from tests.passes.test_lower_zip_map import _ml_only
+    from tests.passes.lowering.test_lower_zip_map import _ml_only
 
     src = tmp_path / "clf.onnx"
     onnx.save(_ml_only([3, 5], tree=tree), src)

@@ -13,7 +13,7 @@ from seqlower.cli import main
 from seqlower.demo import build_demo_model
 from seqlower.executor import Executor
 from tests.helpers import FLOAT, model, t
-from tests.test_external_data import _weighted_model, _x
+from tests.io.test_external_data import _weighted_model, _x
 
 
 @pytest.fixture

@@ -131,8 +131,8 @@ def test_one_node_label_in_report_inspect_and_check(path):
     inventory of the input), subgraph paths included."""
     from seqlower import LowerOptions, load_model, lower_with_report
     from seqlower.errors import describe_node
-    from seqlower.inventory import take_inventory, walk_graphs
-    from seqlower.pipeline import describe_sequences
+    from seqlower.io.inventory import take_inventory, walk_graphs
+    from seqlower.fastpath.pipeline import describe_sequences
 
     proto = onnx.load(str(path))
     inv = take_inventory(proto)

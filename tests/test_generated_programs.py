@@ -16,7 +16,7 @@ import onnx
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from seqlower import repeats
+from seqlower.fastpath import repeats
 from seqlower.errors import ModelWarning
 from tests.helpers import lower_checked
 from tests.program_generator import generate
@@ -52,7 +52,7 @@ def test_generated_program_with_stage7_shapes_lowers_and_matches(data):
 def _repeated(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
     """``copies`` copies of a generated program side by side on the same inputs, each
     float output read by a Neg and each integer or boolean one by a Cast (so no copy
-    makes a model output: they can be lowered apart, seqlower.repeats). None: a program
+    makes a model output: they can be lowered apart, seqlower.fastpath.repeats). None: a program
     with a sequence output."""
     g = m.graph
     if any(o.type.WhichOneof("value") != "tensor_type" for o in g.output):
@@ -88,7 +88,7 @@ def _repeated(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
 @settings(max_examples=EXAMPLES // 5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_generated_programs_repeated_lower_and_match(data):
-    """Four copies of one program: equal webs, lowered once and copied (seqlower.repeats)
+    """Four copies of one program: equal webs, lowered once and copied (seqlower.fastpath.repeats)
     where a copy can be lowered alone, and every copy computes what the program does."""
     m, feeds = generate(_drawer(data))
     repeated = _repeated(m, repeats.MIN_MEMBERS)
@@ -99,7 +99,7 @@ def test_generated_programs_repeated_lower_and_match(data):
 def _chained(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
     """``_repeated``, each copy after the first reading its first float input through
     ``x + 0 * ReduceSum(an output of the copy before)``: untouched nodes between the
-    copies' webs (the region is put back around them, ``seqlower.regions.splice``), the
+    copies' webs (the region is put back around them, ``seqlower.fastpath.regions.splice``), the
     same numbers. None: no float input, or no float output to chain through."""
     out = _repeated(m, copies)
     if out is None:

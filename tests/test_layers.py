@@ -16,16 +16,16 @@ def _loaded_after(statement: str) -> set[str]:
 
 def test_the_executor_loads_nothing_of_the_lowering():
     loaded = _loaded_after("import seqlower.executor; from seqlower.executor import Executor, verify")
-    lowering = {m for m in loaded if m.startswith(("seqlower.passes", "seqlower.pipeline", "seqlower.analysis",
-                                                   "seqlower.builder", "seqlower.targets", "seqlower.cli"))}
+    lowering = {m for m in loaded if m.startswith(("seqlower.passes", "seqlower.fastpath.pipeline", "seqlower.analysis.analyzer",
+                                                   "seqlower.ir.builder", "seqlower.targets", "seqlower.cli"))}
     assert lowering == set()
-    assert {"seqlower.model_io", "seqlower.executor.kernels"} <= loaded
+    assert {"seqlower.io.models", "seqlower.executor.kernels"} <= loaded
 
 
 def test_the_cli_entry_point_loads_no_heavy_module():
     loaded = _loaded_after("import seqlower.cli; seqlower.cli.build_parser()")
-    assert not loaded & {"onnx", "onnx_ir", "numpy", "onnxscript", "networkx", "seqlower.pipeline",
-                         "seqlower.executor", "seqlower.model_io"}
+    assert not loaded & {"onnx", "onnx_ir", "numpy", "onnxscript", "networkx", "seqlower.fastpath.pipeline",
+                         "seqlower.executor", "seqlower.io.models"}
 
 
 def test_a_model_with_nothing_to_lower_and_check_load_neither_onnx_ir_nor_the_passes(tmp_path):
@@ -45,7 +45,7 @@ def test_a_model_with_nothing_to_lower_and_check_load_neither_onnx_ir_nor_the_pa
     plain = saved([helper.make_node("Relu", ["x"], ["y"])], "plain.onnx")
     listed = saved([helper.make_node("SplitToSequence", ["x"], ["s"]),
                     helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)], "listed.onnx")
-    heavy = {"onnx_ir._core", "networkx.classes", "sympy.core", "seqlower.passes.schedule", "seqlower.analysis"}
+    heavy = {"onnx_ir._core", "networkx.classes", "sympy.core", "seqlower.passes.schedule", "seqlower.analysis.analyzer"}
     out = str(tmp_path / "out.onnx")
     for argv in (["lower", plain, "-o", out, "-q"], ["check", plain], ["check", plain, "--target", "tract"]):
         loaded = _loaded_after(f"from seqlower.cli import main; assert main({argv!r}) == 0")
@@ -57,14 +57,15 @@ def test_a_model_with_nothing_to_lower_and_check_load_neither_onnx_ir_nor_the_pa
 def test_the_layers_below_the_passes_load_no_pass_and_the_passes_no_api():
     # Core v2's layers, one way: base and lattice (analysis, choice, regions, keys, the
     # report) < the passes < the lowering core (seqlower.lowering) < the protobuf API
-    # (seqlower.pipeline) < the CLI.
-    below = _loaded_after("import seqlower.analysis, seqlower.choose, seqlower.lattice, seqlower.regions, "
-                          "seqlower.repeats, seqlower.builder, seqlower.keys, seqlower.report, seqlower.targets")
-    assert not {m for m in below if m.startswith(("seqlower.passes", "seqlower.lowering", "seqlower.pipeline"))}
+    # (seqlower.fastpath.pipeline) < the CLI; of the protobuf boundary, the region cut and
+    # the repeats sit below the passes too.
+    below = _loaded_after("import seqlower.analysis.analyzer, seqlower.analysis.choose, seqlower.analysis.lattice, seqlower.fastpath.regions, "
+                          "seqlower.fastpath.repeats, seqlower.ir.builder, seqlower.keys, seqlower.report, seqlower.targets")
+    assert not {m for m in below if m.startswith(("seqlower.passes", "seqlower.lowering", "seqlower.fastpath.pipeline"))}
     passes = _loaded_after("import seqlower.passes.schedule")
-    assert not passes & {"seqlower.lowering", "seqlower.pipeline", "seqlower.cli"}
+    assert not passes & {"seqlower.lowering", "seqlower.fastpath.pipeline", "seqlower.cli"}
     core = _loaded_after("import seqlower.lowering")
-    assert not core & {"seqlower.pipeline", "seqlower.cli"}
+    assert not core & {"seqlower.fastpath.pipeline", "seqlower.cli"}
 
 
 def test_the_core_is_reached_from_the_api_in_one_place_only():
@@ -76,18 +77,18 @@ def test_the_core_is_reached_from_the_api_in_one_place_only():
 
     root = Path(__file__).resolve().parent.parent / "seqlower"
     deferred, schedule_importers = set(), set()
-    for path in root.glob("*.py"):
+    for path in root.rglob("*.py"):
         tree = ast.parse(path.read_text())
         for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
             for node in ast.walk(fn):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else []
                 if any(n.startswith(("seqlower.passes", "seqlower.lowering")) for n in names):
-                    deferred.add((path.name, fn.name))
+                    deferred.add((str(path.relative_to(root)), fn.name))
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("seqlower.passes.schedule"):
-                schedule_importers.add(path.name)
-    assert deferred == {("pipeline.py", "_core")}
+                schedule_importers.add(str(path.relative_to(root)))
+    assert deferred == {("fastpath/pipeline.py", "_core")}
     assert schedule_importers == {"lowering.py"}
 
 
@@ -97,7 +98,7 @@ def test_no_private_name_is_imported_across_modules():
 
     root = Path(__file__).resolve().parent.parent
     found = []
-    for path in [*(root / "seqlower").rglob("*.py"), *(root / "passes").glob("*.py")]:
+    for path in [*(root / "seqlower").rglob("*.py"), *(root / "passes").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("seqlower"):
                 found += [f"{path.relative_to(root)}: {node.module}.{a.name}" for a in node.names
@@ -106,25 +107,28 @@ def test_no_private_name_is_imported_across_modules():
 
 
 # The layers, lowest first: a module imports only from its own group or a lower layer
-# (function-level imports included). One table for every module of seqlower/ and passes/.
+# (function-level imports included). A group is a package (seqlower.io, seqlower.passes,
+# ...) or one module of seqlower/'s top; one table for every module of seqlower/ and passes/.
 LAYERS: list[set[str]] = [
     # the base; the package's names (loaded lazily, by importlib: nothing at import)
-    {"errors", "keys", "options", "ops", "plist", "collector", "_deferred", "protos", "demo", "seqlower"},
-    {"weights", "inference", "irutil", "map_types"},  # protobuf and IR helpers
-    {"inventory", "lattice", "builder", "model_check", "splits"},
-    {"targets", "model_io", "choose", "transfer_control"},  # profiles and quirks; reading and writing
-    {"report", "analysis", "regions", "executor"},  # the report; the analyzer; the region cut; the judge
-    {"passes", "repeats"},  # the passes (seqlower.passes); repeated webs
+    {"errors", "keys", "options", "ops", "collector", "_deferred", "demo", "seqlower"},
+    {"ir"},  # onnx_ir helpers and the builder
+    {"io"},  # models as protobuf: read, checked, walked, written; weights; inference
+    {"analysis", "targets"},  # the sequence analysis; the runtimes' profiles and quirks
+    {"report", "executor"},  # what a lowering reports; the judge
+    {"passes"},  # the passes (seqlower.passes)
     {"lowering"},  # the core: passes on an onnx_ir model
-    {"pipeline"},  # the protobuf side around the core
-    {"job"},  # the one road of the API and the CLI
+    {"fastpath"},  # the protobuf boundary around the core, and the one road (job)
     {"cli"},  # the command line
     {"__main__"},
 ]
 
+PACKAGES = ("seqlower.passes", "seqlower.executor", "seqlower.cli", "seqlower.targets", "seqlower.ir", "seqlower.io",
+            "seqlower.analysis", "seqlower.fastpath")
+
 
 def _group(module: str) -> str:
-    for package in ("seqlower.passes", "seqlower.executor", "seqlower.cli", "seqlower.targets"):
+    for package in PACKAGES:
         if module == package or module.startswith(package + "."):
             return package.removeprefix("seqlower.")
     return module.removeprefix("seqlower.") if module != "seqlower" else "seqlower"
@@ -136,7 +140,8 @@ def test_every_module_imports_downward_by_one_table():
     root = Path(__file__).resolve().parent.parent
     files = {f"seqlower.{'.'.join(p.relative_to(root / 'seqlower').with_suffix('').parts)}".removesuffix(".__init__"): p
              for p in (root / "seqlower").rglob("*.py")}
-    files.update({f"seqlower.passes.{p.stem}".removesuffix(".__init__"): p for p in (root / "passes").glob("*.py")})
+    files.update({f"seqlower.passes.{'.'.join(p.relative_to(root / 'passes').with_suffix('').parts)}".removesuffix(".__init__"): p
+                  for p in (root / "passes").rglob("*.py")})
     files["seqlower"] = root / "seqlower" / "__init__.py"
     level = {g: k for k, layer in enumerate(LAYERS) for g in layer}
     assert set(level) >= {_group(m) for m in files}, sorted({_group(m) for m in files} - set(level))

@@ -11,10 +11,10 @@ import onnx
 import pytest
 
 from seqlower import ops
-import seqlower.analysis  # noqa: F401 (its transfer functions register as it loads)
+import seqlower.analysis.analyzer  # noqa: F401 (its transfer functions register as it loads)
 from seqlower.executor.kernels import KERNELS
-from seqlower.passes import lower_flat_sequences, lower_optionals, lower_packed_sequences, lower_unrolled_sequences
-from seqlower.passes.convert import REPRESENTATIONS, rule, rules
+from seqlower.passes.lowering import lower_flat_sequences, lower_optionals, lower_packed_sequences, lower_unrolled_sequences
+from seqlower.passes.lowering.convert import REPRESENTATIONS, rule, rules
 from tests.program_generator import generate
 
 

@@ -14,8 +14,8 @@ from onnx import helper
 
 from seqlower import LowerOptions, load_model, lower_with_report
 from seqlower.executor import Executor, compare_values
-from seqlower.model_io import to_proto
-from seqlower.pipeline import lower_proto_with_report
+from seqlower.io.models import to_proto
+from seqlower.fastpath.pipeline import lower_proto_with_report
 from tests.helpers import FLOAT, INT64, body, const, lower_checked, model, seq, t
 
 

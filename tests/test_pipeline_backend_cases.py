@@ -12,7 +12,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from seqlower.executor import Executor, compare_values
-from seqlower.inventory import take_inventory
+from seqlower.io.inventory import take_inventory
 from tests.conftest import sequence_backend_cases
 from tests.helpers import lower_checked
 

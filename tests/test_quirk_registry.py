@@ -74,7 +74,7 @@ def test_the_schedule_runs_each_rewrite_of_the_targets_quirks_once_in_the_regist
 
 
 def test_the_region_way_takes_in_every_node_a_quirk_rewrites():
-    from seqlower.regions import _WHOLE_MODEL_OPS, _WHOLE_MODEL_QUIRKS
+    from seqlower.fastpath.regions import _WHOLE_MODEL_OPS, _WHOLE_MODEL_QUIRKS
     from seqlower.targets.registry import QUIRK_OPS, relevant_ops
 
     for q in QUIRKS.values():

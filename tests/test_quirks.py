@@ -138,7 +138,7 @@ TVM_RUNS = {
 
 def test_check_names_a_gap_in_every_fixture_tvm_does_not_run_and_none_in_the_others():
     from seqlower import LowerOptions, load_model, lower_with_report
-    from seqlower.model_io import to_proto
+    from seqlower.io.models import to_proto
     from tests.test_exported_models import MODELS
     from tests.test_tensorflow_models import MODELS as TF_MODELS
 
@@ -248,7 +248,7 @@ def test_openvino_reads_an_if_output_of_run_time_shape_wrong_and_the_lowering_ru
 
 def test_an_if_of_run_time_shape_is_named_for_openvino_until_a_select_takes_it():
     from seqlower import LowerOptions, load_model, lower_with_report
-    from seqlower.model_io import to_proto
+    from seqlower.io.models import to_proto
 
     m = _chosen_lengths(True)
     gaps = target_gaps(m, load_target("openvino"))

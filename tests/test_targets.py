@@ -88,7 +88,7 @@ def test_every_fixture_lowers_for_every_target_or_the_report_names_each_node_and
     lacks (for OpenVINO and tract, tests/executor/test_native_backends.py also runs it),
     or each gap names its node and says why it could not be lowered away."""
     from seqlower import LowerOptions, load_model, lower_with_report
-    from seqlower.model_io import to_proto
+    from seqlower.io.models import to_proto
     from tests.test_exported_models import MODELS
 
     target = load_target(name)

@@ -205,22 +205,22 @@ def _before_the_fix(name: str, patch: pytest.MonkeyPatch) -> None:
     """The lowering for openvino as it was before each export's fix."""
     import onnx_ir as ir
 
-    from seqlower.passes import ifs_to_selects
+    from seqlower.passes.loops import ifs_to_selects
 
     class Kept(ir.passes.InPlacePass):
         def call(self, model: ir.Model) -> ir.passes.PassResult:
             return ir.passes.PassResult(model, False)
 
     if name.startswith("19476"):
-        from seqlower.passes import tiles_as_constant_of_shape
+        from seqlower.passes.quirks import tiles_as_constant_of_shape
 
         patch.setattr(tiles_as_constant_of_shape, "TilesAsConstantOfShapePass", Kept)
     elif name.startswith("22352"):
-        from seqlower.passes._tensor_ops import Ops
+        from seqlower.passes.lowering._tensor_ops import Ops
 
         patch.setattr(Ops, "shape_hidden", lambda self, x, rank, name: x)
     elif name.startswith("22066"):
-        from seqlower.passes import tiles_as_constant_of_shape
+        from seqlower.passes.quirks import tiles_as_constant_of_shape
 
         patch.setattr(tiles_as_constant_of_shape, "clamped", lambda repeats, *_: repeats)
     else:

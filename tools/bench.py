@@ -45,9 +45,9 @@ from families import FAMILIES, Member  # noqa: E402
 # -- measurement in a fresh process ---------------------------------------------------------
 
 CHILD = {
-    "idle": "import onnx, onnx_ir, onnxscript, seqlower.pipeline",
+    "idle": "import onnx, onnx_ir, onnxscript, seqlower.fastpath.pipeline",
     # What the imports hoisted out of the "seqlower" child cost (timed, not hoisted).
-    "startup": ("for m in ('seqlower.cli', 'seqlower.cli.lower', 'seqlower.cli.verify', 'seqlower.pipeline',"
+    "startup": ("for m in ('seqlower.cli', 'seqlower.cli.lower', 'seqlower.cli.verify', 'seqlower.fastpath.pipeline',"
                 " 'onnxscript.optimizer'): __import__(m)"),
     "load+save": "import onnx\nm = onnx.load(SRC)\nonnx.save(m, DST)",
     # The modules ``lower`` imports when it runs, imported before the clock starts as the
@@ -56,8 +56,8 @@ CHILD = {
     # (The passes, the analysis and networkx load when a lowering first runs: imported
     # here too, or each member's time would carry half a second of imports.)
     "seqlower": ("from seqlower.cli import main\n"
-                 "import onnxscript.optimizer, seqlower.cli.lower, seqlower.cli.verify, seqlower.pipeline\n"
-                 "import seqlower.lowering, seqlower.regions, seqlower.repeats, networkx\n"
+                 "import onnxscript.optimizer, seqlower.cli.lower, seqlower.cli.verify, seqlower.fastpath.pipeline\n"
+                 "import seqlower.lowering, seqlower.fastpath.regions, seqlower.fastpath.repeats, networkx\n"
                  "assert main(['lower', SRC, '-o', DST, '-q']) == 0"),
 }
 
@@ -369,7 +369,7 @@ def flat_vs_stacked() -> None:
     import onnxruntime as ort
 
     from seqlower import LowerOptions, load_model, lower_with_report
-    from seqlower.model_io import to_proto
+    from seqlower.io.models import to_proto
 
     m = build_dynamic()
     models = {"original": m}

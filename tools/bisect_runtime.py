@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from seqlower.executor import Executor, compare_values, load_inputs, synthesize_inputs  # noqa: E402
-from seqlower.protos import outer_reads, subgraphs_of  # noqa: E402
+from seqlower.io.protos import outer_reads, subgraphs_of  # noqa: E402
 
 
 def _reads(node: onnx.NodeProto) -> list[str]:

@@ -27,8 +27,8 @@ from onnx import TensorProto  # noqa: E402
 
 from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor.verify import verify  # noqa: E402
-from seqlower.inventory import take_inventory  # noqa: E402
-from seqlower.model_io import to_proto  # noqa: E402
+from seqlower.io.inventory import take_inventory  # noqa: E402
+from seqlower.io.models import to_proto  # noqa: E402
 from seqlower.targets import TARGETS  # noqa: E402
 from tests.program_generator import generate  # noqa: E402
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor import Executor  # noqa: E402
 from seqlower.executor.abi import read_abi  # noqa: E402
-from seqlower.model_io import to_proto  # noqa: E402
+from seqlower.io.models import to_proto  # noqa: E402
 from seqlower.options import TRIPS_EXCEEDED_KEY  # noqa: E402
 from seqlower.targets import load_target, target_gaps  # noqa: E402
 from tests.test_exported_models import MODELS as EXPORTED, load_cases  # noqa: E402

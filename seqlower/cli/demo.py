@@ -17,8 +17,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from seqlower.cli.verify import Verdict, print_verdict
     from seqlower.demo import build_demo_model
     from seqlower.executor import verify
-    from seqlower.model_io import from_proto, save_model, to_proto
-    from seqlower.pipeline import lower_with_report
+    from seqlower.io.models import from_proto, save_model, to_proto
+    from seqlower.fastpath.pipeline import lower_with_report
 
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="seqlower-demo-"))
     folder.mkdir(parents=True, exist_ok=True)

@@ -19,9 +19,9 @@ _COLOURS = {"unrolled": "#b7e1a1", "stacked": "#a1c9e1", "ragged": "#c9b7e1", "f
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from seqlower.inventory import take_inventory, walk_graphs
-    from seqlower.model_io import load_model, read_model_proto
-    from seqlower.pipeline import LowerOptions, describe_sequences
+    from seqlower.io.inventory import take_inventory, walk_graphs
+    from seqlower.io.models import load_model, read_model_proto
+    from seqlower.fastpath.pipeline import LowerOptions, describe_sequences
 
     inv = take_inventory(read_model_proto(args.model, load_external_data=False), infer=True)
     seqs = describe_sequences(load_model(args.model), LowerOptions(max_unroll=args.max_unroll,
@@ -181,19 +181,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _kept_loop_reasons(proto: Any, target: Any) -> dict[str, str]:
     """Why each Loop stays, for a target without Loop: only a model with a Loop loads the
     passes (a check of 500 small models pays no pass imports)."""
-    from seqlower.inventory import walk_graphs
+    from seqlower.io.inventory import walk_graphs
 
     if "Loop" not in target.lacks or not any(n.op_type == "Loop" for _, g, _ in walk_graphs(proto) for n in g.node):
         return {}
-    from seqlower.model_io import load_model
-    from seqlower.pipeline import kept_loop_reasons
+    from seqlower.io.models import load_model
+    from seqlower.fastpath.pipeline import kept_loop_reasons
 
     return kept_loop_reasons(load_model(proto), target.name)
 
 
 def _check_one(path: str, target: Any) -> tuple[dict[str, Any], list[str]]:
-    from seqlower.inventory import take_inventory
-    from seqlower.model_io import read_model_proto
+    from seqlower.io.inventory import take_inventory
+    from seqlower.io.models import read_model_proto
     from seqlower.targets import target_gaps
 
     proto = read_model_proto(path, load_external_data=False)

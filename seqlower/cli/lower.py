@@ -86,7 +86,7 @@ def count_ops(model: Any) -> Counter[str]:
 
     counts: Counter[str] = Counter()
     if isinstance(model, onnx.ModelProto):
-        from seqlower.inventory import walk_graphs
+        from seqlower.io.inventory import walk_graphs
 
         for _, g, _ in walk_graphs(model):
             for node in g.node:
@@ -128,9 +128,9 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower.cli.verify import compare, load_given_inputs
-    from seqlower.job import Job
-    from seqlower.model_io import check_model, read_model_proto
-    from seqlower.pipeline import LowerOptions
+    from seqlower.fastpath.job import Job
+    from seqlower.io.models import check_model, read_model_proto
+    from seqlower.fastpath.pipeline import LowerOptions
     from seqlower.targets import load_target
 
     to_stdout = dst_name == STDOUT
@@ -223,8 +223,8 @@ def _stdout_bytes(lowered: Any, src: Path, weights: Any = None) -> bytes:
     import onnx
     import onnx_ir as ir
 
-    from seqlower.irutil import graphs_of
-    from seqlower.model_io import PROTOBUF_LIMIT, to_proto
+    from seqlower.ir.helpers import graphs_of
+    from seqlower.io.models import PROTOBUF_LIMIT, to_proto
 
     if isinstance(lowered, onnx.ModelProto):  # lowered by region: no external data
         if weights is not None:

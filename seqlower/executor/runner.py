@@ -12,7 +12,7 @@ from seqlower.executor.abi import Abi, read_abi
 from seqlower.executor.inputs import Port
 from seqlower.executor.kernels import KernelConfig
 from seqlower.executor.values import normalize
-from seqlower.model_io import ModelSource, read_model_proto
+from seqlower.io.models import ModelSource, read_model_proto
 
 __all__ = ["BACKENDS", "Executor", "RunResult"]
 

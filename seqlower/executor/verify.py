@@ -12,7 +12,7 @@ from seqlower.errors import ExecutionError, SeqlowerError
 from seqlower.executor.compare import OutputReport, compare_values
 from seqlower.executor.inputs import DEFAULT_SEQ_LEN, synthesize_inputs
 from seqlower.executor.runner import Executor
-from seqlower.model_io import ModelSource
+from seqlower.io.models import ModelSource
 from seqlower.options import TRIPS_EXCEEDED_KEY
 
 __all__ = ["SampleReport", "VerifyReport", "verify"]

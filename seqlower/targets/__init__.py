@@ -18,7 +18,7 @@ from pathlib import Path
 import onnx
 
 from seqlower.errors import ModelError, describe_node
-from seqlower.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
+from seqlower.io.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
 
 __all__ = ["Gap", "Target", "TARGETS", "lacking_ops", "load_target", "quirk_gaps", "target_gaps"]
 

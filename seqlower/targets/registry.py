@@ -3,7 +3,7 @@ nodes it hits, which ops it touches and whether it reaches past the sequence reg
 
 A target's profile (``seqlower/targets/NAME.toml``) says which quirks the runtime has, in
 its own words; this table says what seqlower does about each. The schedule
-(``passes/schedule.py``), the region way (``seqlower/regions.py``), the re-run after
+(``passes/schedule.py``), the region way (``seqlower/fastpath/regions.py``), the re-run after
 folding and ``check --target`` (``seqlower/targets/quirks/``) all read it, so a quirk
 cannot be rewritten on one road and forgotten on another. ``tests/test_quirk_registry.py``
 fails when a profile names an id that is not here, or one that has no rewrite, no
@@ -55,64 +55,64 @@ _TABLE = [
     # -- rewrites, in the order they run -----------------------------------------------
     Quirk("empty-constant-loop-state", rewrite="schedule:empty_loop_states", again="schedule:empty_loop_states_again",
           ops=("Loop",)),
-    Quirk("loop-assumes-an-iteration", rewrite="guard_zero_trip_loops:GuardZeroTripLoopsPass", ops=("Loop",),
+    Quirk("loop-assumes-an-iteration", rewrite="quirks.guard_zero_trip_loops:GuardZeroTripLoopsPass", ops=("Loop",),
           detector="values:_loops_growing_from_a_row"),
     # (not region-wide: the empty constants are the lowerings' own, in the region)
-    Quirk("empty-constant", rewrite="empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
-          again="empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
+    Quirk("empty-constant", rewrite="quirks.empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
+          again="quirks.empty_constants_as_constant_of_shape:EmptyConstantsAsConstantOfShapePass",
           detector="values:_empty_constant_readers"),
-    Quirk("split-tuple-output", rewrite="separate_tuple_outputs:SeparateTupleOutputsPass", whole_model=True),
-    Quirk("nonzero-layout", rewrite="nonzero_by_topk:NonZeroByTopKPass", ops=("NonZero",)),
+    Quirk("split-tuple-output", rewrite="quirks.separate_tuple_outputs:SeparateTupleOutputsPass", whole_model=True),
+    Quirk("nonzero-layout", rewrite="quirks.nonzero_by_topk:NonZeroByTopKPass", ops=("NonZero",)),
     # (the Slices a Split becomes and the CumSum of its run-time bounds come before the
     # passes that fix what onnx2torch reads wrong in them)
-    Quirk("no-split-18", rewrite="split_to_slices:SplitToSlicesPass", ops=("Split",)),
-    Quirk("no-allowzero", rewrite="reshape_without_allowzero:ReshapeWithoutAllowzeroPass", ops=("Reshape",)),
-    Quirk("constant-list-value", rewrite="constant_values_as_tensors:ConstantValuesAsTensorsPass", ops=("Constant",)),
-    Quirk("cumsum-exclusive-empty", rewrite="inclusive_cumsums:InclusiveCumSumsPass", ops=("CumSum",)),
-    Quirk("cumsum-reverse-default", rewrite="spell_out_cumsum_direction:SpellOutCumSumDirectionPass", ops=("CumSum",)),
-    Quirk("range-step-sign", rewrite="clamp_range_limits:ClampRangeLimitsPass", ops=("Range",)),
-    Quirk("reduce-axes-attribute-ignored", rewrite="reductions_as_sums:for_openvino",
+    Quirk("no-split-18", rewrite="quirks.split_to_slices:SplitToSlicesPass", ops=("Split",)),
+    Quirk("no-allowzero", rewrite="quirks.reshape_without_allowzero:ReshapeWithoutAllowzeroPass", ops=("Reshape",)),
+    Quirk("constant-list-value", rewrite="quirks.constant_values_as_tensors:ConstantValuesAsTensorsPass", ops=("Constant",)),
+    Quirk("cumsum-exclusive-empty", rewrite="quirks.inclusive_cumsums:InclusiveCumSumsPass", ops=("CumSum",)),
+    Quirk("cumsum-reverse-default", rewrite="quirks.spell_out_cumsum_direction:SpellOutCumSumDirectionPass", ops=("CumSum",)),
+    Quirk("range-step-sign", rewrite="quirks.clamp_range_limits:ClampRangeLimitsPass", ops=("Range",)),
+    Quirk("reduce-axes-attribute-ignored", rewrite="quirks.reductions_as_sums:for_openvino",
           ops=("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"), detector="values:_integer_log_reductions"),
-    Quirk("no-reduce-18", rewrite="reductions_as_sums:for_onnx2torch",
+    Quirk("no-reduce-18", rewrite="quirks.reductions_as_sums:for_onnx2torch",
           ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"), detector="values:_reductions_from_18"),
     # (tract's product of nothing is 1 already)
-    Quirk("reduce-empty-axis", rewrite="pad_reduced_axes:for_empty_axes", ops=tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"}))),
-    Quirk("reduce-extremes-finite", rewrite="pad_reduced_axes:for_extremes", ops=("ReduceMax", "ReduceMin")),
-    Quirk("expand-zero-dim", rewrite="fold_empty_expands:FoldEmptyExpandsPass", ops=("Expand",)),
-    Quirk("empty-slice-pushed-up", rewrite="empty_slices_as_constant_of_shape:EmptySlicesAsConstantOfShapePass", ops=("Slice",)),
-    Quirk("integer-division-by-zero", rewrite="guard_integer_division:GuardIntegerDivisionPass", ops=("Div", "Mod")),
-    Quirk("reduce-negative-axis-empty", rewrite="positive_reduction_axes:PositiveReductionAxesPass",
+    Quirk("reduce-empty-axis", rewrite="quirks.pad_reduced_axes:for_empty_axes", ops=tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"}))),
+    Quirk("reduce-extremes-finite", rewrite="quirks.pad_reduced_axes:for_extremes", ops=("ReduceMax", "ReduceMin")),
+    Quirk("expand-zero-dim", rewrite="quirks.fold_empty_expands:FoldEmptyExpandsPass", ops=("Expand",)),
+    Quirk("empty-slice-pushed-up", rewrite="quirks.empty_slices_as_constant_of_shape:EmptySlicesAsConstantOfShapePass", ops=("Slice",)),
+    Quirk("integer-division-by-zero", rewrite="quirks.guard_integer_division:GuardIntegerDivisionPass", ops=("Div", "Mod")),
+    Quirk("reduce-negative-axis-empty", rewrite="quirks.positive_reduction_axes:PositiveReductionAxesPass",
           ops=(*_REDUCE, "ArgMax", "ArgMin"), detector="values:_negative_axes_of_unknown_rank"),
-    Quirk("if-run-time-shape", rewrite="ifs_to_selects:for_run_time_shapes", ops=("If",), detector="branches:_if_run_time_shapes"),
+    Quirk("if-run-time-shape", rewrite="loops.ifs_to_selects:for_run_time_shapes", ops=("If",), detector="branches:_if_run_time_shapes"),
     # (last of the op rewrites: the rewrites above may leave Ifs)
-    Quirk("one-if-per-graph", rewrite="ifs_in_scans:IfsInScansPass", ops=("If",), detector="branches:_ifs_past_the_first"),
+    Quirk("one-if-per-graph", rewrite="quirks.ifs_in_scans:IfsInScansPass", ops=("If",), detector="branches:_ifs_past_the_first"),
     # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
-    Quirk("squeeze-empty", rewrite="squeezes_as_reshapes:SqueezesAsReshapesPass", ops=("Squeeze", "Unsqueeze"),
+    Quirk("squeeze-empty", rewrite="quirks.squeezes_as_reshapes:SqueezesAsReshapesPass", ops=("Squeeze", "Unsqueeze"),
           whole_model=True),
     # (whole-model: a user's Transpose of an empty tensor, and the stacked lists' own)
-    Quirk("transpose-empty", rewrite="transposes_as_reshapes:TransposesAsReshapesPass", ops=("Transpose",), whole_model=True),
+    Quirk("transpose-empty", rewrite="quirks.transposes_as_reshapes:TransposesAsReshapesPass", ops=("Transpose",), whole_model=True),
     # (whole-model: a user's Slice to a computed end anywhere; the lowerings and the
     # rewrites above write many)
-    Quirk("slice-run-time-end", rewrite="slices_as_compress:with_compress_lowered", ops=("Slice",), whole_model=True),
+    Quirk("slice-run-time-end", rewrite="quirks.slices_as_compress:with_compress_lowered", ops=("Slice",), whole_model=True),
     # (after every rewrite above, which pad by Tile below opset 14: squeeze-empty's)
-    Quirk("tile-nop-broadcast", rewrite="tiles_as_constant_of_shape:TilesAsConstantOfShapePass", ops=("Tile",)),
+    Quirk("tile-nop-broadcast", rewrite="quirks.tiles_as_constant_of_shape:TilesAsConstantOfShapePass", ops=("Tile",)),
     # (whole-model: any constant may be a bound; after the rewrites, which write some;
     # again after folding: a folded bound is a new constant)
-    Quirk("int64-narrowed", rewrite="narrow_int64_sentinels:NarrowInt64SentinelsPass",
-          again="narrow_int64_sentinels:NarrowInt64SentinelsPass", whole_model=True),
+    Quirk("int64-narrowed", rewrite="quirks.narrow_int64_sentinels:NarrowInt64SentinelsPass",
+          again="quirks.narrow_int64_sentinels:NarrowInt64SentinelsPass", whole_model=True),
     # (whole-model: a user's Shape anywhere; last, as every rewrite above writes Shapes)
-    Quirk("shape-expr", rewrite="shapes_as_tensors:ShapesAsTensorsPass", ops=("Shape",), whole_model=True,
+    Quirk("shape-expr", rewrite="quirks.shapes_as_tensors:ShapesAsTensorsPass", ops=("Shape",), whole_model=True,
           detector="tvm:_tvm_shape_expressions"),
     # (after every rewrite, which join by Concat; again after folding, which leaves operands)
-    Quirk("concat-after-run-time-empty", rewrite="pad_empty_concat_operands:PadEmptyConcatOperandsPass",
-          again="pad_empty_concat_operands:PadEmptyConcatOperandsPass", phase="after-drop", ops=("Concat",)),
+    Quirk("concat-after-run-time-empty", rewrite="quirks.pad_empty_concat_operands:PadEmptyConcatOperandsPass",
+          again="quirks.pad_empty_concat_operands:PadEmptyConcatOperandsPass", phase="after-drop", ops=("Concat",)),
     # (after every rewrite, which may each write the same computation again, and after the
     # inference, whose dims decide which rows are the same)
     Quirk("duplicate-computations", rewrite="schedule:merge_duplicates", phase="after-inference"),
-    Quirk("symbolic-value-info", rewrite="forget_intermediate_shapes:ForgetIntermediateShapesPass",
+    Quirk("symbolic-value-info", rewrite="quirks.forget_intermediate_shapes:ForgetIntermediateShapesPass",
           phase="after-inference", whole_model=True),
     # (after the inference: the values inside keep the shapes it found)
-    Quirk("static-empty-input", rewrite="empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", phase="after-inference",
+    Quirk("static-empty-input", rewrite="quirks.empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", phase="after-inference",
           whole_model=True, detector="shapes:_openvinos_folds_of_empty_inputs"),
     # -- named before anything runs -------------------------------------------------------
     Quirk("if-branch-facts", detector="branches:_if_branch_facts_all",

@@ -14,7 +14,7 @@ from onnx import helper
 
 from seqlower import LowerOptions, load_model, lower_with_report
 from seqlower.executor import Executor, compare_values
-from seqlower.model_io import to_proto
+from seqlower.io.models import to_proto
 from tests.helpers import FLOAT, INT64, const, model, t
 from tests.test_exported_models import MODELS, load_cases
 from tests.test_pipeline_backend_cases import CASES
@@ -27,7 +27,7 @@ NATIVE = ("openvino", "tract")
 # (ts_rows_of_no_trip_appended_2177_opset11 was one: a scan output of no iteration,
 # settled to the appended row's dims by a padded Reshape below opset 14, whose count
 # OpenVINO read off the Loop's output with a lower bound of 1; the count is now the
-# trip count, passes/lower_packed_sequences.py's _settled.)
+# trip count, passes/lowering/lower_packed_sequences.py's _settled.)
 OPENVINO_GAPS: dict[str, str] = {}
 # Lowered fixtures its CPU plugin compiles only for concrete input shapes (the executor
 # then compiles per input shapes, and says so): quirk "dynamic-compile".

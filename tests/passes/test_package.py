@@ -16,7 +16,7 @@ import seqlower.passes as sp
 from seqlower import LowerOptions
 from seqlower.demo import build_demo_model
 from seqlower.executor import Executor
-from seqlower.inventory import take_inventory
+from seqlower.io.inventory import take_inventory
 
 
 def test_build_passes_runs_in_a_users_pass_manager_next_to_onnx_irs_passes():

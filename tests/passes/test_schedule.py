@@ -107,7 +107,7 @@ def test_the_rounds_stop_when_the_first_leaves_nothing_another_could_change():
 
 
 def test_an_analysis_a_pass_changed_nothing_with_is_the_next_passes_and_no_further(monkeypatch):
-    import seqlower.analysis as analysis_module
+    import seqlower.analysis.analyzer as analysis_module
     from seqlower import load_model
     from seqlower.lowering import _run_passes
 
@@ -118,7 +118,7 @@ def test_an_analysis_a_pass_changed_nothing_with_is_the_next_passes_and_no_furth
         calls.append(params)
         return real(model, **params)
 
-    import seqlower.passes.infer_sequence_shapes as inference_module
+    import seqlower.passes.folds.infer_sequence_shapes as inference_module
 
     monkeypatch.setattr(analysis_module, "analyze", counted)
     monkeypatch.setattr(inference_module, "analyze", counted)
@@ -136,7 +136,7 @@ def test_an_analysis_a_pass_changed_nothing_with_is_the_next_passes_and_no_furth
 
 def test_a_stash_is_not_used_with_other_parameters_or_after_a_change():
     from seqlower import load_model
-    from seqlower.analysis import analyze, analyze_reusing, keep_for_next_pass
+    from seqlower.analysis.analyzer import analyze, analyze_reusing, keep_for_next_pass
 
     m = load_model(_split_map_concat(False))
     a = analyze(m, max_unroll=64)
@@ -174,7 +174,7 @@ def test_a_round_that_only_typed_the_model_is_not_run_again_whole():
     # only (they change nothing), not a third whole-model inference.
     from seqlower import load_model
     from seqlower.lowering import _run_passes
-    from seqlower.passes.infer_sequence_shapes import InferSequenceShapesPass
+    from seqlower.passes.folds.infer_sequence_shapes import InferSequenceShapesPass
 
     passes = build_passes(LowerOptions())
     rounds = passes[_rounds_at(passes)]

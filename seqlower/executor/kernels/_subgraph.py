@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from seqlower.executor.values import np_dtype
-from seqlower.model_io import innermost_type
+from seqlower.io.models import innermost_type
 
 __all__ = ["run_body", "empty_like_declared", "declared_elem_type"]
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import onnx
 
 from seqlower.errors import describe_node
-from seqlower.inventory import walk_graphs
+from seqlower.io.inventory import walk_graphs
 from seqlower.targets.quirks.facts import Dim, data_sized_values, dims_of, inferred_model, names_read, show_dims
 
 
@@ -214,7 +214,7 @@ def _read_twice(readers: dict[str, list[onnx.NodeProto]], name: str) -> bool:
 def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: an If whose branches give a 1-D output of a length known only at run time
     that two ops in a row read. ``lower --target openvino`` runs each as a select
-    (passes/ifs_to_selects.py). A zero-trip guard's If is read right."""
+    (passes/loops/ifs_to_selects.py). A zero-trip guard's If is read right."""
     inferred = _inferred_if_any_if(model)
     if inferred is None:
         return

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 
-from seqlower.inference import infer_shapes, localize_outer_constants
-from seqlower.inventory import walk_graphs
+from seqlower.io.inference import infer_shapes, localize_outer_constants
+from seqlower.io.inventory import walk_graphs
 
 
 Dim = int | str | None

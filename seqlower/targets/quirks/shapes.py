@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 
 from seqlower.errors import describe_node
-from seqlower.inventory import walk_graphs
+from seqlower.io.inventory import walk_graphs
 from seqlower.targets.quirks.facts import DATA_SIZED_OPS, Dim, constants_of, data_sized_values, dims_of, inferred_model, names_read, show_dims, typed_graphs
 
 
@@ -49,7 +49,7 @@ def _data_shapes(graph: onnx.GraphProto, path: str, outer: set[str]) -> Iterator
 
 def _openvinos_folds_of_empty_inputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a model input declared with a dim of 0, from which it folds a Gather it
-    dies on (SIGFPE) or a Reshape it refuses (passes/empty_inputs_as_symbolic.py names
+    dies on (SIGFPE) or a Reshape it refuses (passes/quirks/empty_inputs_as_symbolic.py names
     the dim; torch fuzz 16273)."""
     for v in model.graph.input:
         dims = dims_of(v)

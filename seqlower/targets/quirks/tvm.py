@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import onnx
 
 from seqlower.errors import describe_node
-from seqlower.inference import infer_shapes
-from seqlower.inventory import walk_graphs
-from seqlower.weights import is_stub
+from seqlower.io.inference import infer_shapes
+from seqlower.io.inventory import walk_graphs
+from seqlower.io.weights import is_stub
 from seqlower.targets.quirks.facts import KNOWN_CACHE, dims_of
 
 

@@ -9,7 +9,7 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.inventory import walk_graphs
+from seqlower.io.inventory import walk_graphs
 from seqlower.targets.quirks.facts import constants_of, dims_of, inferred_model, show_dims, typed_graphs
 
 
@@ -26,7 +26,7 @@ def _opset(model: onnx.ModelProto) -> int:
 
 def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """onnxruntime: a reduction with a negative ``axis``/``axes`` attribute over an input
-    whose rank onnx's inference does not know (passes/positive_reduction_axes.py counts
+    whose rank onnx's inference does not know (passes/quirks/positive_reduction_axes.py counts
     the others from the front); on an empty input it comes out unreduced."""
     suspects = any(n.op_type in _REDUCING_OPS and _negative_axis(n) for _, g, _ in walk_graphs(model) for n in g.node)
     if not suspects:
@@ -45,7 +45,7 @@ def _negative_axes_of_unknown_rank(model: onnx.ModelProto) -> Iterator[tuple[str
 
 def _integer_log_reductions(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a ReduceLogSum/LogSumExp with an axes attribute at opsets 13-17 over
-    integers, which passes/reductions_as_sums.py cannot write as sums (no Log of
+    integers, which passes/quirks/reductions_as_sums.py cannot write as sums (no Log of
     integers); float ones and every ReduceL1 it rewrites."""
     ops = ("ReduceLogSum", "ReduceLogSumExp")
     if not 13 <= _opset(model) < 18 or not any(n.op_type in ops for _, g, _ in walk_graphs(model) for n in g.node):
@@ -63,7 +63,7 @@ def _integer_log_reductions(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
 
 def _reductions_from_18(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """onnx2torch: a reduction other than ReduceSum at opset 18 or later that
-    passes/reductions_as_sums.py left (max, min, product, log-sum-exp, integer means)."""
+    passes/quirks/reductions_as_sums.py left (max, min, product, log-sum-exp, integer means)."""
     if _opset(model) < 18:
         return
     for path, graph, _ in walk_graphs(model):
@@ -77,7 +77,7 @@ def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, 
     """OpenVINO: a node that reads a zero-size constant, which its frontend takes as a
     tensor of shape [] (``lower --target openvino`` writes every one as a ConstantOfShape,
     so only a model lowered otherwise has any)."""
-    from seqlower.protos import outer_reads, subgraphs_of
+    from seqlower.io.protos import outer_reads, subgraphs_of
 
     graphs = list(walk_graphs(model))
     empty = {t.name for _, g, _ in graphs for t in getattr(g, "initializer", ())
@@ -174,7 +174,7 @@ def _string_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     or casts to (neither has a string type: OpenVINO's Python API refuses the input,
     'ov_type_it != dtype_map.end()', its frontend a string constant; tract refuses an
     object input: random graph programs over strings, seeds 20101-20299)."""
-    from seqlower.protos import outer_reads, subgraphs_of
+    from seqlower.io.protos import outer_reads, subgraphs_of
 
     STRING = onnx.TensorProto.STRING
     graphs = list(walk_graphs(model))
@@ -201,7 +201,7 @@ def _unread_string_inputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, st
     """tract, TVM: a string model input nothing reads (those read, no-strings names): it is fed
     all the same, and tract refuses the value ('tract takes no object input', graph
     program 20320; OpenVINO drops such an input and runs)."""
-    from seqlower.protos import outer_reads, subgraphs_of
+    from seqlower.io.protos import outer_reads, subgraphs_of
 
     strings = _string_inputs(model)
     if not strings:

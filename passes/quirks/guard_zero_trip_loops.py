@@ -1,0 +1,123 @@
+"""Make what a Loop that grows what it carries gives run-time sized, for OpenVINO (quirk
+"loop-assumes-an-iteration").
+
+OpenVINO 2026.4 infers a Loop's carried outputs as if the body ran at least once: a list
+that starts empty and gains a row per iteration comes out with a lower bound of one row,
+and a Concat after it then fails at run time when the Loop ran no iteration ("Descriptor's
+shape: {2 - ?, 1} is incompatible with provided dimensions: {1, 1}"). The Loop itself runs
+no iteration right; only the bound is wrong. Each growing state it gives is therefore
+sliced to its own shape, or, when the Loop may have run none, to its initial value's:
+``Slice(out, 0, Where(runs, Shape(out), Shape(init)))``. The two are the same value when
+it ran none, so the Slice is a no-op at run time, and OpenVINO's bounds of a Where are
+the smaller of both.
+
+This replaced an ``If (M > 0)`` around the Loop: OpenVINO's CPU plugin reads garbage from
+such an If's outputs once a chain of Concats reads them (quirk "if-run-time-shape"; fuzz
+seed 2561: a comprehension over columns concatenated along axis 1).
+
+Loops whose carried tensors provably keep one shape, and Loops whose trip count and
+condition are constants, are left alone, and so is a state nothing here reads (a graph's
+output: no Concat follows it in this graph; in a region's sub-model, what reads it is
+outside, and may be this pass's Slice already).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from seqlower.passes._rewrite import Scope, rewrite_each_node
+from seqlower.passes.lowering._tensor_ops import INT64, Ops
+from seqlower.passes.loops.loops_to_scans import carries_one_shape
+from seqlower.analysis.analyzer import const_array, is_default_domain
+from seqlower.ir.builder import NameAuthority
+
+__all__ = ["GuardZeroTripLoopsPass"]
+
+
+def _sized(v: ir.Value) -> bool:
+    """``v`` is read only by the Slice this pass writes and the Shape that sizes it (a
+    model lowered before)."""
+    for sl in (u.node for u in v.uses() if u.idx == 0):
+        shape = sizing_shape(sl)
+        if shape is not None:
+            return all(u.node is sl or u.node is shape for u in v.uses())
+    return False
+
+
+def sizing_shape(node: ir.Node) -> ir.Node | None:
+    """When ``node`` is a Slice this pass wrote (``Slice(out, 0, Where(runs, Shape(out),
+    ...))``, a no-op when run), the Shape in its end; else None."""
+    if node.op_type != "Slice" or len(node.inputs) < 3 or node.inputs[0] is None:
+        return None
+    ends = node.inputs[2]
+    p = ends.producer() if ends is not None else None
+    if p is not None and p.op_type == "Gather" and p.inputs[0] is not None:  # (some axes only)
+        p = p.inputs[0].producer()
+    shape = p.inputs[1].producer() if p is not None and p.op_type == "Where" and p.inputs[1] is not None else None
+    return shape if shape is not None and shape.op_type == "Shape" and shape.inputs[0] is node.inputs[0] else None
+
+
+class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        def rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+            if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
+                return None
+            m = node.inputs[0] if node.inputs else None
+            cond = node.inputs[1] if len(node.inputs) > 1 else None
+            # What may make it run no iteration: a run-time trip count, a run-time condition.
+            m = m if m is not None and const_array(m) is None else None
+            cond = cond if cond is not None and const_array(cond) is None else None
+            if m is None and cond is None:
+                return None
+            body = node.attributes["body"].as_graph()
+            if any(v is None for v in node.inputs[2:]) or carries_one_shape(node, body):
+                return None
+            slots = [k for k, (init, out) in enumerate(zip(node.inputs[2:], node.outputs))
+                     if init is not None and isinstance(init.type, ir.TensorType) and init.shape is not None
+                     and init.shape.rank() > 0 and out.uses() and not _sized(out)]
+            if not slots:
+                return None
+            o = Ops(scope.builder(node, names))
+            base = node.name or "loop"
+            runs = []
+            if m is not None:
+                trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
+                runs.append(o.op("Greater", [trips, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL, shape=[]))
+            if cond is not None:
+                runs.append(cond if cond.shape is not None and cond.shape.rank() == 0 else o.reshape(cond, o.ints([]), f"{base}_starts"))
+            ran = runs[0] if len(runs) == 1 else o.op("And", runs, f"{base}_ran", dtype=ir.DataType.BOOL, shape=[])
+            # Built before the Loop, then moved right after it (no scan of the graph for the
+            # node that follows it); constants stay where they are made, for other readers.
+            a = Ops(scope.builder(node, names))
+            for k in slots:
+                init, out = node.inputs[2 + k], node.outputs[k]
+                rank = init.shape.rank()
+                readers = list(out.uses())
+                # Only the axes that may grow: a static dim the body gives stays static
+                # (a Flat list's rows stay [?, W]: OpenVINO reshapes by a row's W entries,
+                # and a row read from a Slice of [?, ..W] rows is of dynamic rank there, fuzz
+                # seed 5447). The initial value's dim is W too, or not known (a run-time
+                # empty state of the same web: the same W).
+                # The body's input says it as well as its output (an If in the body may
+                # leave the output's [?, ?]).
+                said = [s for s in (body.outputs[1 + k].shape, body.inputs[2 + k].shape) if s is not None and s.rank() == rank]
+                axes = [i for i in range(rank) if not any(
+                    isinstance(s.dims[i], int) and (not isinstance(init.shape.dims[i], int) or s.dims[i] == init.shape.dims[i])
+                    for s in said)]
+                if not axes:
+                    continue
+                dims = a.op("Where", [ran, a.shape(out, f"{out.name or base}_ran_dims"), a.shape(init, f"{out.name or base}_init_dims")],
+                            f"{out.name or base}_dims", dtype=INT64, shape=[rank])
+                if len(axes) < rank:
+                    dims = a.op("Gather", [dims, a.ints(axes)], f"{out.name or base}_grown_dims", dtype=INT64, shape=[len(axes)])
+                sized = a.slice(out, a.ints([0] * len(axes)), dims, axes, f"{out.name or base}_sized")
+                sized.type, sized.shape = out.type, out.shape
+                for use in readers:
+                    use.node.replace_input_with(use.idx, sized)
+            made = [n for n in a.b.nodes if n.op_type != "Constant"]
+            for n in made:
+                scope.graph.remove(n)
+            scope.graph.insert_after(node, made)
+            return "tensor ops", "growing states sized to what the Loop ran (OpenVINO)"
+
+        return rewrite_each_node(model, rewrite)
