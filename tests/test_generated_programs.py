@@ -99,7 +99,7 @@ def test_generated_programs_repeated_lower_and_match(data):
 def _chained(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
     """``_repeated``, each copy after the first reading its first float input through
     ``x + 0 * ReduceSum(an output of the copy before)``: untouched nodes between the
-    copies' webs (the region is put back around them, ``seqlower.fastpath.regions.splice``), the
+    copies' webs (the region is put back around them, ``seqlower.fastpath.splice.splice``), the
     same numbers. None: no float input, or no float output to chain through."""
     out = _repeated(m, copies)
     if out is None:

@@ -24,7 +24,9 @@ from seqlower.io.models import from_proto, to_proto
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.io.protos import own_names
 from seqlower.keys import RESERVED_NAMES_KEY
-from seqlower.fastpath.regions import Found, Region, build, find, has_work, node_kinds, splice
+from seqlower.fastpath.regions import Found, Region, find, has_work, node_kinds
+from seqlower.fastpath.submodel import build
+from seqlower.fastpath.splice import splice
 from seqlower.report import LowerReport, overridable_notes
 from seqlower.targets import lacking_ops, load_target, target_gaps
 from seqlower.io.weights import Weights

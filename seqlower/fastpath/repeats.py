@@ -32,8 +32,9 @@ from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.io.protos import (canonical_subgraphs, names_dims, numbered_type, outer_reads, own_names, shape_dims,
                              subgraphs_of)
-from seqlower.fastpath.regions import (CARRIERS, DEFAULT_DOMAINS, NUMBER_TYPES, Found, Region, constant_value, full_type, reads_of,
-                              small_constant, topological)
+from seqlower.fastpath.regions import CARRIERS, DEFAULT_DOMAINS, NUMBER_TYPES, Found, Region
+from seqlower.fastpath.submodel import constant_value, full_type, small_constant
+from seqlower.fastpath.splice import reads_of, topological
 from seqlower.io.weights import Weights, is_stub
 
 __all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_MEMBERS"]
@@ -126,7 +127,7 @@ class _Keys:
         self.found = found
         self.weights = weights
         g = found.model.graph
-        # As ``regions.build`` types a sub-model's boundary: declared, else inferred.
+        # As ``submodel.build`` types a sub-model's boundary: declared, else inferred.
         self.types = found.index.types
         self.inferred = inferred if inferred is not None else {}
         # The model's inference has not run (``model_check.InferredTypes``): a key asks it
@@ -147,7 +148,7 @@ class _Keys:
         self._attribute_ids: dict[Any, int] = {}
 
     def _constant(self, x: str) -> onnx.TensorProto | None:
-        """The value ``x`` comes into a sub-model with (as ``regions.build`` decides), or None."""
+        """The value ``x`` comes into a sub-model with (as ``submodel.build`` decides), or None."""
         k = self.initializers.get(x)
         t: onnx.TensorProto | None = None
         if k is not None:
@@ -412,7 +413,7 @@ def fits(m: Member, lowered: onnx.ModelProto) -> bool:
 class Instances:
     """A group's copies of its template's lowering."""
     nodes: list[onnx.NodeProto]  # every member's, member after member
-    reads: list[list[str] | set[str]]  # what each of them reads (``regions.topological``'s)
+    reads: list[list[str] | set[str]]  # what each of them reads (``splice.topological``'s)
     made: list[list[str]]  # what each of them makes
     first: list[int]  # per member, the main-graph index of its first node (where its nodes go)
     counts: list[int]  # per member, how many nodes it has in ``nodes``

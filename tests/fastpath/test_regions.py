@@ -12,7 +12,7 @@ from seqlower.fastpath import pipeline
 from seqlower.executor.verify import verify
 from seqlower.io.inventory import take_inventory
 from seqlower.fastpath.pipeline import lower_proto_with_report
-from seqlower.fastpath.regions import cut
+from seqlower.fastpath.submodel import cut
 from tests.helpers import FLOAT, const, model, seq, stacked_webs, t
 
 
@@ -233,19 +233,19 @@ def test_a_constant_the_rest_of_the_model_reads_too_stays():
 
 def test_a_splice_rebuilding_the_node_list_gives_what_one_in_place_gives(monkeypatch):
     """splice edits the node list in place when it moves few nodes and rebuilds it past
-    regions._IN_PLACE: the two give the same model."""
-    from seqlower.fastpath import regions
+    splice._IN_PLACE: the two give the same model."""
+    from seqlower.fastpath import splice
 
     m = _split_concat()
     in_place, _ = _lower(m)
-    monkeypatch.setattr(regions, "_IN_PLACE", 0)
+    monkeypatch.setattr(splice, "_IN_PLACE", 0)
     rebuilt, _ = _lower(m)
     assert rebuilt.SerializeToString() == in_place.SerializeToString()
     _equivalent(m, rebuilt)
 
 
 def test_topological_keeps_priorities_where_it_can_and_finds_cycles():
-    from seqlower.fastpath.regions import topological
+    from seqlower.fastpath.splice import topological
 
     a = helper.make_node("Relu", ["x"], ["a"], name="a")
     b = helper.make_node("Relu", ["a"], ["b"], name="b")

@@ -231,7 +231,7 @@ def test_the_region_reads_held_integers_as_constants_and_held_floats_as_inputs(t
     """A split of 200 parts (1,600 bytes of int64: held) stays a constant in the region, so
     the lowering stays static; a float weight the region reads is a typed input, never
     parsed into it."""
-    from seqlower.fastpath.regions import cut
+    from seqlower.fastpath.submodel import cut
 
     split = numpy_helper.from_array(np.ones(200, np.int64), "split")
     w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((200, 16)).astype(np.float32), "w")
