@@ -18,10 +18,7 @@ from seqlower.passes._rewrite import (
     replace_output,
     sequence_abi_entry,
 )
-from seqlower.passes.lowering.convert import (
-    Converter,
-    Proto,
-)
+from seqlower.passes.lowering.convert import Converter, Proto
 from seqlower.analysis.analyzer import (
     Analysis,
     model_input_dims,

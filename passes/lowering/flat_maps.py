@@ -15,13 +15,8 @@ from seqlower.passes._rewrite import (
     Scope,
     inline_map_body,
 )
-from seqlower.passes.lowering.convert import (
-    Collected,
-    convert_if,
-    convert_loop,
-    map_as_loop,
-    rule,
-)
+from seqlower.passes.lowering.convert import Collected, rule
+from seqlower.passes.lowering.convert_control import convert_if, convert_loop, map_as_loop
 from seqlower.analysis.analyzer import (
     node_label,
 )

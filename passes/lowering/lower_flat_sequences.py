@@ -46,12 +46,7 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import (
     Scope,
 )
-from seqlower.passes.lowering.convert import (
-    Converter,
-    WebLoweringPass,
-    rule,
-    rules,
-)
+from seqlower.passes.lowering.convert import Converter, WebLoweringPass, rule, rules
 from seqlower.analysis.analyzer import (
     Analysis,
     dynamic_split_squeezes,

@@ -29,7 +29,8 @@ from seqlower.passes._rewrite import (
     Scope,
     replace_output,
 )
-from seqlower.passes.lowering.convert import Converter, Proto, Rule, convert_if, convert_loop, rule, rules
+from seqlower.passes.lowering.convert import Converter, Proto, Rule, rule, rules
+from seqlower.passes.lowering.convert_control import convert_if, convert_loop
 from seqlower import ops
 from seqlower.analysis.analyzer import is_default_domain, shape_json
 from seqlower.ir.builder import Builder

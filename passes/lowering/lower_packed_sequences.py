@@ -24,12 +24,7 @@ import onnx_ir as ir
 from seqlower.passes._rewrite import (
     Scope,
 )
-from seqlower.passes.lowering.convert import (
-    Converter,
-    WebLoweringPass,
-    rule,
-    rules,
-)
+from seqlower.passes.lowering.convert import Converter, WebLoweringPass, rule, rules
 from seqlower.passes.lowering._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis.analyzer import (
     Analysis,

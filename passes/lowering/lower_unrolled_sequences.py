@@ -41,7 +41,8 @@ from seqlower.passes._rewrite import (
     inline_map_body,
     replace_output,
 )
-from seqlower.passes.lowering.convert import Converter, Proto, WebLoweringPass, convert_if, rule, rules
+from seqlower.passes.lowering.convert import Converter, Proto, WebLoweringPass, rule, rules
+from seqlower.passes.lowering.convert_control import convert_if
 from seqlower.analysis.analyzer import (
     Analysis,
     const_array,

@@ -16,10 +16,7 @@ from seqlower.passes._rewrite import (
     replace_output,
     sequence_abi_entry,
 )
-from seqlower.passes.lowering.convert import (
-    Converter,
-    Proto,
-)
+from seqlower.passes.lowering.convert import Converter, Proto
 from seqlower.passes.lowering._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis.analyzer import (
     Analysis,

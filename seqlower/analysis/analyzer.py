@@ -29,7 +29,6 @@ import networkx as nx
 import numpy as np
 import onnx_ir as ir
 
-from seqlower import ops
 from seqlower.ops import TRANSFERS, transfer
 from seqlower.ir.helpers import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
@@ -53,6 +52,7 @@ from seqlower.analysis.splits import (
     split_squeezes,
 )
 from seqlower.analysis.lattice import SeqInfo, fully_known, shape_json, shifted
+from seqlower.analysis.input_kinds import check_input_kinds
 
 __all__ = [
     "SeqInfo",
@@ -75,10 +75,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-
-
 
 
 # -- the analysis -----------------------------------------------------------------------
@@ -200,7 +196,7 @@ class _Analyzer(ControlFlow, Chooser):
         if not is_default_domain(node):
             self._opaque(node, label, f"{node_label(node)} (domain '{node.domain}')")
             return
-        _check_input_kinds(node)
+        check_input_kinds(node)
         handler = TRANSFERS.get(node.op_type)
         if handler is not None:
             handler(self, node, label)
@@ -458,39 +454,6 @@ class _Analyzer(ControlFlow, Chooser):
 
     # decisions -------------------------------------------------------------------------
 
-# Which inputs of each sequence op are sequences (True) and which tensors (False); the
-# last entry repeats for variadic inputs (seqlower.ops).
-_INPUT_KINDS: dict[str, tuple[bool, ...]] = {
-    n: f.inputs for n, f in ops.REGISTRY.items() if f.family == "sequence" and f.inputs
-}
-
-
-def _check_input_kinds(node: ir.Node) -> None:
-    """A sequence where a tensor goes, or a tensor where a sequence goes: onnx's checker
-    and inference let some through (an op type changed, say), and no lowering fits them."""
-    if node.op_type in ("Loop", "If"):
-        # Trip counts and conditions are tensors, in and out of a Loop body.
-        body = node.attributes["body"].as_graph() if node.op_type == "Loop" and "body" in node.attributes else None
-        ends = [*node.inputs[: 2 if node.op_type == "Loop" else 1], *(body.outputs[:1] if body is not None else [])]
-        for v in ends:
-            if v is not None and isinstance(v.type, ir.SequenceType):
-                raise ModelError(f"{node_label(node)}: '{v.name}' is a sequence where a trip count or condition goes")
-        return
-    kinds = _INPUT_KINDS.get(node.op_type)
-    if kinds is None:
-        return
-    for i, v in enumerate(node.inputs):
-        if v is None or v.type is None:
-            continue
-        want = kinds[min(i, len(kinds) - 1)]
-        is_seq = isinstance(v.type, ir.SequenceType)
-        if node.op_type == "SequenceMap" and i > 0:
-            continue  # its extra inputs may be tensors or sequences
-        if is_seq != want and not isinstance(v.type, ir.OptionalType):
-            raise ModelError(f"{node_label(node)}: input {i} ('{v.name}') is a {'sequence' if is_seq else 'tensor'};"
-                             f" {node.op_type} takes a {'sequence' if want else 'tensor'} there")
-
-
 def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "auto", packed: bool = True,
             runtime_ranks: bool = True) -> Analysis:
     """Compute SeqInfo for every sequence value and one decision per web (``packed``
@@ -499,8 +462,6 @@ def analyze(model: ir.Model, *, max_unroll: int = 64, keepdims_policy: str = "au
     than made Flat with ranks known at run time (the pipeline's rounds wait for
     inference to find the rank, which lowers better)."""
     return _Analyzer(model, max_unroll, keepdims_policy, packed, runtime_ranks).run()
-
-
 
 
 def _fingerprint(model: ir.Model) -> tuple[int, ...]:

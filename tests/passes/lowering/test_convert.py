@@ -18,7 +18,8 @@ from seqlower.ir.builder import Builder, NameAuthority
 from seqlower.executor import Executor
 from seqlower.io.models import to_proto
 from seqlower.passes._rewrite import Scope
-from seqlower.passes.lowering.convert import Converter, Proto, convert_if, convert_loop
+from seqlower.passes.lowering.convert import Converter, Proto
+from seqlower.passes.lowering.convert_control import convert_if, convert_loop
 from tests.helpers import BOOL, FLOAT, INT64, t
 
 
