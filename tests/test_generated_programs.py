@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from seqlower.fastpath import repeats
+from seqlower.fastpath.copies import rename
 from seqlower.errors import ModelWarning
 from tests.helpers import lower_checked
 from tests.program_generator import generate
@@ -124,7 +125,7 @@ def _chained(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
                 onnx.helper.make_node("Mul", [f"{fed}_sum", "chain_zero"], [f"{fed}_zero"]),
                 onnx.helper.make_node("Add", [first, f"{fed}_zero"], [fed])])
             for n in mine:
-                repeats._rename(n, {first: fed}, all_names=False)  # (its subgraphs' reads too)
+                rename(n, {first: fed}, all_names=False)  # (its subgraphs' reads too)
         og.node.extend(mine)
     og.initializer.append(onnx.helper.make_tensor("chain_zero", onnx.TensorProto.FLOAT, [], [0.0]))
     return out

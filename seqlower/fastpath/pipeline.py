@@ -17,7 +17,7 @@ from typing import Any
 import onnx
 from seqlower._deferred import onnx_ir as ir
 
-from seqlower.fastpath import repeats
+from seqlower.fastpath import copies, repeats
 from seqlower.errors import SeqlowerError
 from seqlower.io.check import InferredTypes, check_types
 from seqlower.io.models import from_proto, to_proto
@@ -182,7 +182,7 @@ def _with_copies(found: Found, region: Region, rest: onnx.ModelProto | None, rep
                  templates: list[_Template]) -> tuple[onnx.ModelProto, list[onnx.NodeProto], list[onnx.ValueInfoProto]]:
     """The region's lowering: ``rest`` (what was lowered in place) and each group's copies of
     its template, under names nothing else in the model has (its nodes and the copies'
-    value infos apart, as ``repeats.assemble`` gives them); their rewrites and notes join
+    value infos apart, as ``copies.assemble`` gives them); their rewrites and notes join
     ``report``."""
     taken = set(region.reserved) | {o for i in region.nodes for o in found.outs[i]}
     inside = set(region.nodes)
@@ -190,14 +190,14 @@ def _with_copies(found: Found, region: Region, rest: onnx.ModelProto | None, rep
     if rest is not None:
         taken.update(own_names([rest.graph]))
         node_names.update(n.name for n in rest.graph.node)
-    copies = [repeats.instantiate(group, lowered, rep.rewrites, rep.notes, taken, node_names)
-              for group, lowered, rep in templates]
-    for c in copies:
+    instances = [copies.instantiate(group, lowered, rep.rewrites, rep.notes, taken, node_names)
+                 for group, lowered, rep in templates]
+    for c in instances:
         report.rewrites.extend(c.rewrites)
         report.notes.extend(n for n in dict.fromkeys(c.notes) if n not in report.notes)
     apart = {i for group, _, _ in templates for m in group.members for i in m.nodes}
     rest_at = next((i for i in region.nodes if i not in apart), None)
-    return repeats.assemble(region, rest, copies, rest_at)
+    return copies.assemble(region, rest, instances, rest_at)
 
 
 def _lower_region(region: Region, label: str, options: LowerOptions,

@@ -1,4 +1,5 @@
-"""Webs that repeat (DESIGN.md, "Core v2": Regions): lowered once, copied under new names.
+"""Webs that repeat (DESIGN.md, "Core v2": Regions): lowered once, copied under new names
+(``seqlower.fastpath.copies``).
 
 A model built of blocks holds the same web over and over: a layer stack that splits,
 maps and joins in every layer. Lowering is a function of what the passes read, not of
@@ -30,14 +31,12 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
-from seqlower.io.protos import (canonical_subgraphs, names_dims, numbered_type, outer_reads, own_names, shape_dims,
-                             subgraphs_of)
-from seqlower.fastpath.regions import CARRIERS, DEFAULT_DOMAINS, NUMBER_TYPES, Found, Region
+from seqlower.io.protos import (canonical_subgraphs, names_dims, numbered_type, shape_dims)
+from seqlower.fastpath.regions import CARRIERS, DEFAULT_DOMAINS, NUMBER_TYPES, Found
 from seqlower.fastpath.submodel import constant_value, full_type, small_constant
-from seqlower.fastpath.splice import reads_of, topological
 from seqlower.io.weights import Weights, is_stub
 
-__all__ = ["Member", "Group", "Plan", "fits", "instantiate", "assemble", "MIN_MEMBERS"]
+__all__ = ["Member", "Group", "Plan", "fits", "renamed", "symbol_names", "MIN_MEMBERS"]
 
 # A group is lowered apart when it has at least this many members: lowering a template
 # costs a pass pipeline of its own (tens of milliseconds), which a few members lowered in
@@ -93,31 +92,6 @@ def _components(found: Found) -> list[list[int]]:
     for i in sorted(found.region):
         comps.setdefault(root(i), []).append(i)
     return list(comps.values())
-
-
-def _rename(node: onnx.NodeProto, names: Mapping[str, str], *, all_names: bool) -> None:
-    """Rename in place what ``node`` reads (``all_names``: and makes, its subgraphs' own
-    names included) by ``names``."""
-    ins = node.input
-    if not names.keys().isdisjoint(ins):
-        ins[:] = [names.get(x, x) for x in ins]
-    if all_names and not names.keys().isdisjoint(node.output):
-        node.output[:] = [names.get(x, x) for x in node.output]
-    if not node.attribute:
-        return
-    for g in subgraphs_of(node):
-        if all_names:
-            for v in (*g.input, *g.value_info):
-                if v.name in names:
-                    v.name = names[v.name]
-            for t in g.initializer:
-                if t.name in names:
-                    t.name = names[t.name]
-        for v in g.output:
-            if v.name in names:
-                v.name = names[v.name]
-        for n in g.node:
-            _rename(n, names, all_names=all_names)
 
 
 class _Keys:
@@ -305,7 +279,7 @@ class _Keys:
         return Member(comp, list(inputs), outputs, values, labels, b"\0".join(shape), declared)
 
 
-def _renamed(tp: onnx.TypeProto, names: Mapping[str, str], suffix: str) -> onnx.TypeProto:
+def renamed(tp: onnx.TypeProto, names: Mapping[str, str], suffix: str) -> onnx.TypeProto:
     """A template's type as a copy declares it: the template's dim names as the copy's
     (``names``), and a name the template's lowering made up (``unk__k``) made the copy's
     own with ``suffix``: one name in two copies would say the two dims are equal."""
@@ -394,12 +368,12 @@ class Plan:
     def learn(self, m: Member, group: Group, lowered: onnx.ModelProto) -> None:
         """``m``, the last of ``group``'s members, is a copy of ``lowered``: what it makes
         has the types ``lowered`` declares, in its own dim names."""
-        names, suffix = _symbol_names(group, len(group.members) - 1)
+        names, suffix = symbol_names(group, len(group.members) - 1)
         outputs = self._outputs.get(id(lowered))
         if outputs is None:
             outputs = self._outputs[id(lowered)] = [(v.type, names_dims(v.type)) for v in lowered.graph.output]
         for o, (tp, named) in zip(m.outputs, outputs):
-            self.known[o] = _renamed(tp, names, suffix) if named else tp
+            self.known[o] = renamed(tp, names, suffix) if named else tp
 
 
 def fits(m: Member, lowered: onnx.ModelProto) -> bool:
@@ -409,194 +383,10 @@ def fits(m: Member, lowered: onnx.ModelProto) -> bool:
     return [v.name for v in lg.output] == m.outputs and set(m.outputs) <= {o for n in lg.node for o in n.output}
 
 
-@dataclass
-class Instances:
-    """A group's copies of its template's lowering."""
-    nodes: list[onnx.NodeProto]  # every member's, member after member
-    reads: list[list[str] | set[str]]  # what each of them reads (``splice.topological``'s)
-    made: list[list[str]]  # what each of them makes
-    first: list[int]  # per member, the main-graph index of its first node (where its nodes go)
-    counts: list[int]  # per member, how many nodes it has in ``nodes``
-    initializers: list[onnx.TensorProto]  # the template's own constants, once
-    value_info: list[onnx.ValueInfoProto]
-    outputs: dict[str, onnx.TypeProto]  # type of each member output
-    rewrites: list[dict[str, str]]
-    notes: list[str]
-
-
-def _names_of(lowered: onnx.GraphProto) -> list[str]:
-    """Every name the lowered template makes: node outputs and its subgraphs' own names."""
-    names = [o for n in lowered.node for o in n.output if o]
-    names += own_names(g for n in lowered.node if n.attribute for g in subgraphs_of(n))
-    return list(dict.fromkeys(names))
-
-
-def instantiate(group: Group, lowered: onnx.ModelProto, rewrites: list[dict[str, str]], notes: list[str],
-                taken: set[str], node_names: set[str]) -> Instances:
-    """Every member's copy of ``lowered`` (the first member's lowering, which ``fits``),
-    named after the member's own values. ``taken``: every value name the model has;
-    ``node_names``: every node name (onnxruntime refuses two nodes of one name). The new
-    names are added to them."""
-    rep = group.members[0]
-    lg = lowered.graph
-    boundary = {*rep.outputs, *rep.inputs}
-    own = [x for x in _names_of(lg) if x not in boundary]  # (in order: the names are the same every run)
-    # A name the template made after one of the member's (``m0_stacked`` after ``m0``)
-    # is made after the member's counterpart.
-    theirs = sorted(((x, k) for k, x in enumerate([*rep.inputs, *rep.values]) if x), key=lambda p: -len(p[0]))
-
-    def stem(name: str) -> tuple[int, str] | None:
-        for x, k in theirs:
-            if name.startswith(x) and name != x:
-                return k, name[len(x):]
-        return None
-
-    stems = {t: stem(t) for t in own}
-    name_stems = {n.name: stem(n.name) for n in lg.node if n.name}
-    # The template's constants: read by every member, added once under a free name.
-    shared: dict[str, str] = {}
-    inits: list[onnx.TensorProto] = []
-    for t in lg.initializer:
-        if t.name in rep.inputs:
-            continue
-        name = _free(t.name, taken)
-        shared[t.name] = name
-        c = onnx.TensorProto()
-        c.CopyFrom(t)
-        c.name = name
-        inits.append(c)
-    label_of = {lab: k for k, lab in enumerate(rep.labels)}
-    # Each rewrite with its node's place in the member, and whether it names a subgraph
-    # (which the member's own labels rename, as they do the notes).
-    prepared = [(r, label_of.get(r["node"]), r.get("graph", "main") != "main") for r in rewrites]
-    relabeled = bool(notes) or any(in_subgraph for _, _, in_subgraph in prepared)
-    # (each node with what every copy reads of it: its names, and its name's stem)
-    template = [(n, n.input[:], n.output[:], bool(subgraphs_of(n)), n.name, name_stems.get(n.name) if n.name else None)
-                for n in lg.node]
-    out = Instances([], [], [], [], [], inits, [], {}, [], [])
-    add_node, add_reads, add_made = out.nodes.append, out.reads.append, out.made.append
-    out_types = {v.name: v.type for v in lg.output}
-    # (with whether the type names a dim, which a copy renames: most have none)
-    infos = [(v, names_dims(v.type)) for v in lg.value_info if v.name in own or v.name in rep.outputs]
-    named_outputs = {o for o in rep.outputs if names_dims(out_types[o])}
-    for j, m in enumerate(group.members):
-        counterpart = [*m.inputs, *m.values]
-        names: dict[str, str] = dict(shared)
-        names.update(zip(rep.inputs, m.inputs))
-        names.update(zip(rep.outputs, m.outputs))
-        for t in own:
-            s = stems[t]
-            names[t] = _free(counterpart[s[0]] + s[1] if s is not None else f"{t}_{j}", taken)
-        get = names.get
-        for n, ins, outs, nested, name, s in template:
-            c = onnx.NodeProto()
-            c.CopyFrom(n)
-            made = [get(x, x) for x in outs]
-            if nested:
-                _rename(c, names, all_names=True)
-                add_reads(outer_reads(c))
-            else:
-                reads = [get(x, x) for x in ins]
-                c.input[:] = reads
-                c.output[:] = made
-                add_reads(reads)
-            add_made(made)
-            if name:
-                c.name = _free(counterpart[s[0]] + s[1] if s is not None else f"{name}_{j}", node_names)
-            add_node(c)
-        out.first.append(m.nodes[0])
-        out.counts.append(len(template))
-        dims, suffix = _symbol_names(group, j)
-        for v, named in infos:
-            c = onnx.ValueInfoProto()
-            c.CopyFrom(v)
-            c.name = names[v.name]
-            if named and (dims or suffix):
-                c.type.CopyFrom(_renamed(v.type, dims, suffix))
-            out.value_info.append(c)
-        for o, mo in zip(rep.outputs, m.outputs):
-            out.outputs[mo] = _renamed(out_types[o], dims, suffix) if o in named_outputs else out_types[o]
-        relabel = {lab: m.labels[k] for lab, k in label_of.items()} if relabeled else {}
-        for r, k, in_subgraph in prepared:
-            e = dict(r)
-            if k is not None:
-                e["node"] = m.labels[k]
-            if in_subgraph:
-                for a, b in relabel.items():
-                    e["graph"] = e["graph"].replace(a, b)
-            out.rewrites.append(e)
-        for note in notes:
-            for a, b in relabel.items():
-                note = note.replace(a, b)
-            out.notes.append(note)
-    return out
-
-
-def _symbol_names(group: Group, j: int) -> tuple[dict[str, str], str]:
+def symbol_names(group: Group, j: int) -> tuple[dict[str, str], str]:
     """How member ``j``'s copy names the template's dims: its own names for those the keys
     paired, and a suffix for the others (none for the template itself)."""
     if j == 0:
         return {}, ""
     rep, m = group.members[0], group.members[j]
     return dict(zip(rep.symbols, m.symbols)), f"_{j}"
-
-
-def _free(name: str, taken: set[str]) -> str:
-    """``name``, or the first ``name_k`` no one has; taken from now on."""
-    got, k = name, 0
-    while got in taken:
-        k += 1
-        got = f"{name}_{k}"
-    taken.add(got)
-    return got
-
-
-def assemble(region: Region, rest: onnx.ModelProto | None, instances: list[Instances], rest_at: int | None = None,
-             ) -> tuple[onnx.ModelProto, list[onnx.NodeProto], list[onnx.ValueInfoProto]]:
-    """The region's whole lowering as ``splice`` takes it: ``rest`` (the lowered sub-model
-    of what was not lowered apart) and every group's copies, in an order that makes each
-    value before it is read, keeping the model's order where it can; its nodes and the
-    copies' value infos apart from its graph (``splice``'s ``nodes`` and ``value_info``).
-    ``rest_at``: where the first node of the rest was in the model (else where the region
-    began)."""
-    lowered = onnx.ModelProto()
-    if rest is not None:
-        lowered.CopyFrom(rest)
-        del lowered.graph.node[:]
-        del lowered.graph.input[:]
-        del lowered.graph.output[:]
-    g = lowered.graph
-    rest_nodes = list(rest.graph.node) if rest is not None else []
-    # Where each node was in the model: a member's copies where the member began; the
-    # rest's nodes where the rest began (a stack's last block lowered in place, or the
-    # Identity after it, goes after the copies: no sort has to move it there).
-    at = region.nodes[0] if rest_at is None else rest_at
-    placed: list[tuple[int, int, int]] = [(at, -1, k) for k in range(len(rest_nodes))]
-    infos: list[onnx.ValueInfoProto] = []
-    for j, inst in enumerate(instances):
-        k = 0
-        for first, count in zip(inst.first, inst.counts):
-            placed.extend((first, j, i) for i in range(k, k + count))
-            k += count
-        g.initializer.extend(inst.initializers)
-        infos.extend(inst.value_info)
-    placed.sort(key=lambda p: p[0])
-    nodes = [rest_nodes[i] if j < 0 else instances[j].nodes[i] for _, j, i in placed]
-    reads = [reads_of(rest_nodes[i]) if j < 0 else instances[j].reads[i] for _, j, i in placed]
-    made = [rest_nodes[i].output[:] if j < 0 else instances[j].made[i] for _, j, i in placed]
-    order = topological(nodes, reads=reads, outputs=made)
-    if order is None:
-        raise AssertionError("the lowered region has a cycle (internal error)")
-    g.input.extend(onnx.ValueInfoProto(name=x) for x in region.model_inputs)
-    rest_out = {v.name: v for v in rest.graph.output} if rest is not None else {}
-    for x in region.outputs:
-        v = onnx.ValueInfoProto(name=x)
-        if x in rest_out:
-            v.CopyFrom(rest_out[x])
-        else:
-            for inst in instances:
-                if x in inst.outputs:
-                    v.type.CopyFrom(inst.outputs[x])
-                    break
-        g.output.append(v)
-    return lowered, order, infos

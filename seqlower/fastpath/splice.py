@@ -54,7 +54,7 @@ def splice(model: onnx.ModelProto, region: Region, lowered: onnx.ModelProto,
     caller then lowers the whole model. ``model`` is changed in place on success.
     ``nodes``: ``lowered``'s nodes, kept out of its graph; ``value_info``: value infos of
     ``lowered`` beside its graph's (copies made for the model, one copy into a graph less:
-    ``seqlower.fastpath.repeats.assemble``)."""
+    ``seqlower.fastpath.copies.assemble``)."""
     g, lg = model.graph, lowered.graph
     lowered_nodes = list(lg.node) if nodes is None else nodes
     if [v.name for v in lg.input] != region.model_inputs or [v.name for v in lg.output] != region.outputs:

@@ -348,7 +348,7 @@ def test_dim_names_are_numbered_in_keys_and_each_copy_declares_its_own():
     model's; a copy's types take its own names for the paired ones and a suffix for names
     the template's lowering made up."""
     from seqlower.io.protos import numbered_type
-    from seqlower.fastpath.repeats import Group, Member, _renamed, _symbol_names
+    from seqlower.fastpath.repeats import Group, Member, renamed as _renamed, symbol_names as _symbol_names
 
     def tp(*dims):
         return onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, list(dims))
