@@ -228,112 +228,132 @@ def _element_index(p: ir.Node) -> int | None:
 def _unroll_predicated(node: ir.Node, steps: int, o: Ops, scope: Scope, names) -> ir.Value:
     """Replace the Loop's outputs by those of ``steps`` predicated copies of its body;
     return whether it would have run another step (bool scalar)."""
-    body = node.attributes["body"].as_graph()
-    base = node.name or "loop"
-    carried = list(node.inputs[2:])
-    n_carried = len(carried)
-    n_scans = len(body.outputs) - 1 - n_carried
-    all_trips = loop_runs_all_trips(node, body)
-    bool_t = ir.DataType.BOOL
-    true = o.b.constant(np.array(True), f"{base}_true")
+    run = _Predicated(node, o)
+    for i in range(steps):
+        run.step(i, steps, names)
+    if run.exceeded is None:
+        run.exceeded = run.true  # neither a trip count nor a condition ends it: _plan refuses that
+    run.replace_outputs(run.count(steps), scope, names)
+    return run.exceeded
 
-    m = node.inputs[0] if node.inputs else None
-    trips = None
-    if m is not None:
-        trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
-    cond = node.inputs[1] if len(node.inputs) > 1 and node.inputs[1] is not None and not all_trips else None
-    if cond is not None and (cond.shape is None or cond.shape.rank() != 0):
-        cond = o.reshape(cond, o.ints([]), f"{base}_cond")
 
-    def within(i: int) -> ir.Value | None:
+class _Predicated:
+    """A Loop unrolled into predicated steps, step after step: ``active`` says whether the
+    step runs, ``state`` is what the last step that ran carried, ``scans`` what each
+    step appended."""
+
+    def __init__(self, node: ir.Node, o: Ops) -> None:
+        self.node, self.o = node, o
+        self.body = body = node.attributes["body"].as_graph()
+        self.base = base = node.name or "loop"
+        self.n_carried = len(node.inputs[2:])
+        self.all_trips = loop_runs_all_trips(node, body)
+        self.true = o.b.constant(np.array(True), f"{base}_true")
+        m = node.inputs[0] if node.inputs else None
+        self.trips = None
+        if m is not None:
+            self.trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
+        cond = node.inputs[1] if len(node.inputs) > 1 and node.inputs[1] is not None and not self.all_trips else None
+        if cond is not None and (cond.shape is None or cond.shape.rank() != 0):
+            cond = o.reshape(cond, o.ints([]), f"{base}_cond")
+        self.active_0 = self.both(self.within(0), cond, f"{base}_active_0")
+        self.active: ir.Value = self.active_0 or self.true
+        self.scans: list[list[ir.Value]] = [[] for _ in range(len(body.outputs) - 1 - self.n_carried)]
+        self.ran: list[ir.Value] = []  # per step, whether it ran (int64), where a condition decides
+        self.exceeded: ir.Value | None = None
+        # A step past the loop's end runs the body again on what the last step that ran
+        # was given (its carried values and iteration number), so it computes only what
+        # the original computed: a carried row index past the end (tf.while_loop's own
+        # counter) is never read. Its results are dropped. Where the loop may run no step,
+        # there is no such step: each copy then reads its rows through guard_gathers,
+        # which give a filler row for an empty tensor.
+        self.state = self.fed = list(node.inputs[2:])
+        self.iteration = o.scalar(0)
+        self.pairs = list(zip(body.inputs[2:], body.outputs[1 : 1 + self.n_carried]))
+
+    def within(self, i: int) -> ir.Value | None:
         """i < M (None: always, or no trip count)."""
-        if trips is None:
+        if self.trips is None:
             return None
-        c = const_array(trips)
+        c = const_array(self.trips)
         if c is not None and i < int(c.reshape(())):
             return None
-        return o.op("Less", [o.scalar(i), trips], f"{base}_within_{i}", dtype=bool_t, shape=[])
+        return self.o.op("Less", [self.o.scalar(i), self.trips], f"{self.base}_within_{i}", dtype=ir.DataType.BOOL,
+                         shape=[])
 
-    def both(a: ir.Value | None, b: ir.Value | None, name: str) -> ir.Value | None:
+    def both(self, a: ir.Value | None, b: ir.Value | None, name: str) -> ir.Value | None:
         if a is None or b is None:
             return a if b is None else b
-        return o.op("And", [a, b], name, dtype=bool_t, shape=[])
+        return self.o.op("And", [a, b], name, dtype=ir.DataType.BOOL, shape=[])
 
-    active_0 = both(within(0), cond, f"{base}_active_0")
-    active: ir.Value = active_0 or true
-    scans: list[list[ir.Value]] = [[] for _ in range(n_scans)]
-    ran: list[ir.Value] = []  # per step, whether it ran (int64), where a condition decides
-    exceeded: ir.Value | None = None
-    # A step past the loop's end runs the body again on what the last step that ran was
-    # given (its carried values and iteration number), so it computes only what the
-    # original computed: a carried row index past the end (tf.while_loop's own counter)
-    # is never read. Its results are dropped.
-    # Where the loop may run no step, there is no such step: each copy then reads its
-    # rows through _guard_gathers, which give a filler row for an empty tensor.
-    state = fed = carried
-    iteration = o.scalar(0)
-    pairs = list(zip(body.inputs[2:], body.outputs[1 : 1 + n_carried]))
-    for i in range(steps):
+    def step(self, i: int, steps: int, names) -> None:
+        o, body, base, n_carried, active = self.o, self.body, self.base, self.n_carried, self.active
         if i > 0:
-            fed = [select_carried(active, s_, f_, bi, bo, o, f"{base}_feed_{i}") for s_, f_, (bi, bo) in zip(state, fed, pairs)]
-            iteration = o.op("Where", [active, o.scalar(i), iteration], f"{base}_iteration_{i}", dtype=INT64, shape=[])
-        value_map: dict[ir.Value, ir.Value | None] = {body.inputs[0]: iteration, body.inputs[1]: true}
-        value_map.update(zip(body.inputs[2:], fed))
+            self.fed = [select_carried(active, s_, f_, bi, bo, o, f"{base}_feed_{i}")
+                        for s_, f_, (bi, bo) in zip(self.state, self.fed, self.pairs)]
+            self.iteration = o.op("Where", [active, o.scalar(i), self.iteration], f"{base}_iteration_{i}", dtype=INT64,
+                                  shape=[])
+        value_map: dict[ir.Value, ir.Value | None] = {body.inputs[0]: self.iteration, body.inputs[1]: self.true}
+        value_map.update(zip(body.inputs[2:], self.fed))
         mapped = inline_map_body(body, value_map, o.b, names)
-        if active_0 is not None:
-            guard_gathers(body, mapped, active_0, o, f"{base}_{i}")
+        if self.active_0 is not None:
+            guard_gathers(body, mapped, self.active_0, o, f"{base}_{i}")
         outs = [mapped.get(v, v) for v in body.outputs]
-        state = [select_carried(active, new, old, bi, bo, o, f"{base}_state_{i}")
-                 for new, old, (bi, bo) in zip(outs[1 : 1 + n_carried], state, pairs)]
+        self.state = [select_carried(active, new, old, bi, bo, o, f"{base}_state_{i}")
+                      for new, old, (bi, bo) in zip(outs[1 : 1 + n_carried], self.state, self.pairs)]
         for s, y in enumerate(outs[1 + n_carried :]):
-            scans[s].append(o.unsqueeze(y, [0], f"{y.name or 'scan'}_step_{i}"))
-        if all_trips:
+            self.scans[s].append(o.unsqueeze(y, [0], f"{y.name or 'scan'}_step_{i}"))
+        if self.all_trips:
             # Only the trip count ends it: step i runs iff i < M.
             if i + 1 < steps:
-                active = within(i + 1) or true
+                self.active = self.within(i + 1) or self.true
             else:
-                exceeded = within(steps)
-            continue
-        ran.append(o.op("Cast", [active], f"{base}_ran_{i}", dtype=INT64, shape=[], to=INT64))
+                self.exceeded = self.within(steps)
+            return
+        self.ran.append(o.op("Cast", [active], f"{base}_ran_{i}", dtype=INT64, shape=[], to=INT64))
         next_cond = outs[0]
         if next_cond.shape is None or next_cond.shape.rank() != 0:
             next_cond = o.reshape(next_cond, o.ints([]), f"{base}_cond_{i + 1}")
-        step_on = both(active, next_cond, f"{base}_continues_{i}")
+        step_on = self.both(active, next_cond, f"{base}_continues_{i}")
         if i + 1 < steps:
-            active = both(step_on, within(i + 1), f"{base}_active_{i + 1}") or true
+            self.active = self.both(step_on, self.within(i + 1), f"{base}_active_{i + 1}") or self.true
         else:
-            exceeded = both(step_on, within(steps), f"{base}_exceeded")
-    if all_trips:
-        assert trips is not None
-        count = o.op("Min", [o.op("Max", [trips, o.scalar(0)], f"{base}_trips_run", dtype=INT64, shape=[]),
-                             o.scalar(steps)], f"{base}_count", dtype=INT64, shape=[])
-    else:
-        count = ran[0]
-        for i, r in enumerate(ran[1:], 1):
+            self.exceeded = self.both(step_on, self.within(steps), f"{base}_exceeded")
+
+    def count(self, steps: int) -> ir.Value:
+        """How many steps ran."""
+        o, base = self.o, self.base
+        if self.all_trips:
+            assert self.trips is not None
+            return o.op("Min", [o.op("Max", [self.trips, o.scalar(0)], f"{base}_trips_run", dtype=INT64, shape=[]),
+                                o.scalar(steps)], f"{base}_count", dtype=INT64, shape=[])
+        count = self.ran[0]
+        for i, r in enumerate(self.ran[1:], 1):
             count = o.op("Add", [count, r], f"{base}_count_{i}", dtype=INT64, shape=[])
-    if exceeded is None:
-        exceeded = true  # neither a trip count nor a condition ends it: _plan refuses that
-    n_active = o.unsqueeze(count, [0], f"{base}_steps_run")
-    for out, stepped, bo in zip(node.outputs[n_carried:], scans, body.outputs[1 + n_carried :]):
-        stacked = o.concat(stepped, 0, f"{out.name or 'scan'}_steps")
-        # After no iteration the runtimes give a step dim they cannot know statically as
-        # 0 (onnxruntime's Loop and onnx's reference both): so does the slice.
-        unknown = [k + 1 for k, d in enumerate(bo.shape.dims) if not isinstance(d, int)] if bo.shape is not None else []
-        if unknown and active_0 is not None:
-            # The dims themselves, not INT64_MAX: tract's slice rewrites overflow on it
-            # (they dropped the last column of a tf map_fn's rows).
-            dims = o.op("Gather", [o.shape(stacked, f"{out.name or 'scan'}_steps_dims"), o.ints(unknown)],
-                        f"{out.name or 'scan'}_step_dims", dtype=INT64, shape=[len(unknown)], axis=0)
-            kept = o.op("Where", [active_0, dims, o.ints([0] * len(unknown))], f"{out.name or 'scan'}_kept_dims",
-                        dtype=INT64, shape=[len(unknown)])
-            y = o.slice(stacked, o.ints([0] * (1 + len(unknown))), o.concat([n_active, kept], 0, f"{base}_ends"),
-                        [0, *unknown], f"{out.name or 'scan'}_ran")
-        else:
-            y = o.slice(stacked, o.ints([0]), n_active, [0], f"{out.name or 'scan'}_ran")
-        replace_output(out, y, scope, names, node, owned=True)
-    for out, value in zip(node.outputs[:n_carried], state):
-        replace_output(out, value, scope, names, node, owned=False)
-    return exceeded
+        return count
+
+    def replace_outputs(self, count: ir.Value, scope: Scope, names) -> None:
+        o, node, n_carried = self.o, self.node, self.n_carried
+        n_active = o.unsqueeze(count, [0], f"{self.base}_steps_run")
+        for out, stepped, bo in zip(node.outputs[n_carried:], self.scans, self.body.outputs[1 + n_carried :]):
+            stacked = o.concat(stepped, 0, f"{out.name or 'scan'}_steps")
+            # After no iteration the runtimes give a step dim they cannot know statically
+            # as 0 (onnxruntime's Loop and onnx's reference both): so does the slice.
+            unknown = [k + 1 for k, d in enumerate(bo.shape.dims) if not isinstance(d, int)] if bo.shape is not None else []
+            if unknown and self.active_0 is not None:
+                # The dims themselves, not INT64_MAX: tract's slice rewrites overflow on it
+                # (they dropped the last column of a tf map_fn's rows).
+                dims = o.op("Gather", [o.shape(stacked, f"{out.name or 'scan'}_steps_dims"), o.ints(unknown)],
+                            f"{out.name or 'scan'}_step_dims", dtype=INT64, shape=[len(unknown)], axis=0)
+                kept = o.op("Where", [self.active_0, dims, o.ints([0] * len(unknown))], f"{out.name or 'scan'}_kept_dims",
+                            dtype=INT64, shape=[len(unknown)])
+                y = o.slice(stacked, o.ints([0] * (1 + len(unknown))), o.concat([n_active, kept], 0, f"{self.base}_ends"),
+                            [0, *unknown], f"{out.name or 'scan'}_ran")
+            else:
+                y = o.slice(stacked, o.ints([0]), n_active, [0], f"{out.name or 'scan'}_ran")
+            replace_output(out, y, scope, names, node, owned=True)
+        for out, value in zip(node.outputs[:n_carried], self.state):
+            replace_output(out, value, scope, names, node, owned=False)
 
 
 def _raise_flag(model: ir.Model, exceeded: ir.Value, o: Ops, names) -> None:

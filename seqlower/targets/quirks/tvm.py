@@ -46,109 +46,128 @@ def _tvm_shape_expressions(model: onnx.ModelProto) -> Iterator[tuple[str, str, s
     input rank'); a Reshape/Expand/ConstantOfShape/Tile shape that is a computed tensor
     or a prim; an Expand to a zero dim. Known dims are what onnx's inference with data
     propagation finds with every input dim fixed."""
-    graph = model.graph
-    known, ranked = _known_shapes(model)
-    constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
-    values = {i.name: i for i in graph.initializer}
-    shape: dict[str, tuple[bool, bool]] = {}  # shape value -> (its dims are known, it is one prim dim)
-    first_reader: dict[str, tuple[int, onnx.NodeProto]] = {}  # (protobuf's node wrappers have no stable id)
-    int64_rows = {v.name for v in (*graph.input, *graph.value_info, *graph.output)
-                  if v.type.tensor_type.elem_type == onnx.TensorProto.INT64 and len(dims_of(v) or []) == 1}
-    int64_rows |= {i.name for i in graph.initializer if i.data_type == onnx.TensorProto.INT64 and len(i.dims) == 1}
-    for k, n in enumerate(graph.node):
-        for x in n.input:
-            first_reader.setdefault(x, (k, n))
-    for node in graph.node:
+    flow = _ShapeFlow(model)
+    for node in model.graph.node:
+        if node.domain in ("", "ai.onnx"):
+            found = flow.step(node)
+            if found is not None:
+                yield found[0], "main", found[1]
+
+
+# A finding: the node named as the report names it, and why.
+_Finding = tuple[str, str]
+
+
+class _ShapeFlow:
+    """What TVM's frontend holds each main-graph value as, node after node: a shape
+    expression or a prim dim (``shape``: whether its dims are known, whether it is one
+    dim), a constant, or a tensor."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        graph = model.graph
+        self.known, self.ranked = _known_shapes(model)
+        self.constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant"
+                                                               for o in n.output}
+        self.values = {i.name: i for i in graph.initializer}
+        self.shape: dict[str, tuple[bool, bool]] = {}
+        self.first_reader: dict[str, tuple[int, onnx.NodeProto]] = {}  # (protobuf's node wrappers have no stable id)
+        self.int64_rows = {v.name for v in (*graph.input, *graph.value_info, *graph.output)
+                           if v.type.tensor_type.elem_type == onnx.TensorProto.INT64 and len(dims_of(v) or []) == 1}
+        self.int64_rows |= {i.name for i in graph.initializer if i.data_type == onnx.TensorProto.INT64 and len(i.dims) == 1}
+        for k, n in enumerate(graph.node):
+            for x in n.input:
+                self.first_reader.setdefault(x, (k, n))
+
+    def step(self, node: onnx.NodeProto) -> _Finding | None:
         ins = list(node.input)
         where = describe_node(node.op_type, node.name, list(node.output))
-        if node.domain not in ("", "ai.onnx"):
-            continue
         if node.op_type in ("Shape", "Size"):
-            if ins and ins[0] in shape and not shape[ins[0]][1] and node.op_type == "Shape":
-                yield where, "main", (f"it reads the shape of '{ins[0]}', itself read off Shape: TVM's frontend fails it "
-                                      "('shape_of expects a tensor input') (quirk shape-expr)")
-                continue
-            if ins and ins[0] not in ranked and node.op_type == "Shape":
-                readers = [first_reader[o] for o in node.output if o in first_reader]
-                if readers:
-                    c = min(readers, key=lambda r: r[0])[1]
-                    yield (describe_node(c.op_type, c.name, list(c.output)), "main",
-                           f"it reads the shape of '{ins[0]}', whose rank is not known: TVM's frontend needs it "
-                           "('requires a statically known input rank') (quirk shape-expr)")
-                continue
-            shape.update({o: (bool(ins and ins[0] in known), node.op_type == "Size") for o in node.output})
-            continue
-        if node.op_type in _FOLDED and ins and all(x in constant for x in ins if x):
-            if node.op_type == "Concat" and all(x in int64_rows for x in ins if x):
+            return self._read_shape(node, ins, where)
+        if node.op_type in _FOLDED and ins and all(x in self.constant for x in ins if x):
+            if node.op_type == "Concat" and all(x in self.int64_rows for x in ins if x):
                 # (of 1-D int64 constants, a shape expression there: 20387)
-                shape.update({o: (True, False) for o in node.output})
-                continue
-            constant.update(node.output)  # (its frontend computes these on constants)
-            continue
+                self.shape.update({o: (True, False) for o in node.output})
+            else:
+                self.constant.update(node.output)  # (its frontend computes these on constants)
+            return None
         slot = TVM_SHAPE_SLOTS.get(node.op_type)
         if slot is not None and slot < len(ins) and ins[slot]:
             target = ins[slot]
-            if (target not in shape and target not in constant) or shape.get(target, (True, False))[1]:
-                yield where, "main", (f"its shape '{target}' is a computed tensor or one dim, where TVM's frontend wants "
-                                      "a shape expression or a constant (quirk shape-expr)")
-                continue
-            if node.op_type == "Expand" and target in values and not is_stub(values[target]) \
-                    and 0 in onnx.numpy_helper.to_array(values[target]).reshape(-1):
-                yield where, "main", ("it expands a computed tensor to a zero-size dim, which TVM's frontend refuses: "
-                                      "'Invalid target dimension 0' (quirk expand-zero-dim)")
-                continue
+            if (target not in self.shape and target not in self.constant) or self.shape.get(target, (True, False))[1]:
+                return where, (f"its shape '{target}' is a computed tensor or one dim, where TVM's frontend wants "
+                               "a shape expression or a constant (quirk shape-expr)")
+            if node.op_type == "Expand" and target in self.values and not is_stub(self.values[target]) \
+                    and 0 in onnx.numpy_helper.to_array(self.values[target]).reshape(-1):
+                return where, ("it expands a computed tensor to a zero-size dim, which TVM's frontend refuses: "
+                               "'Invalid target dimension 0' (quirk expand-zero-dim)")
             ins = [x if k != slot else "" for k, x in enumerate(ins)]
-        fed = [k for k, x in enumerate(ins) if x in shape]
+        fed = [k for k, x in enumerate(ins) if x in self.shape]
         if not fed or node.op_type == "Range":
-            continue
+            return None
+        return self._fed(node, ins, fed, where)
+
+    def _read_shape(self, node: onnx.NodeProto, ins: list[str], where: str) -> _Finding | None:
+        shape = self.shape
+        if ins and ins[0] in shape and not shape[ins[0]][1] and node.op_type == "Shape":
+            return where, (f"it reads the shape of '{ins[0]}', itself read off Shape: TVM's frontend fails it "
+                           "('shape_of expects a tensor input') (quirk shape-expr)")
+        if ins and ins[0] not in self.ranked and node.op_type == "Shape":
+            readers = [self.first_reader[o] for o in node.output if o in self.first_reader]
+            if not readers:
+                return None
+            c = min(readers, key=lambda r: r[0])[1]
+            return (describe_node(c.op_type, c.name, list(c.output)),
+                    f"it reads the shape of '{ins[0]}', whose rank is not known: TVM's frontend needs it "
+                    "('requires a statically known input rank') (quirk shape-expr)")
+        shape.update({o: (bool(ins and ins[0] in self.known), node.op_type == "Size") for o in node.output})
+        return None
+
+    def _fed(self, node: onnx.NodeProto, ins: list[str], fed: list[int], where: str) -> _Finding | None:
+        """A node that reads values held as shapes or prims (at ``fed``)."""
+        op, shape, constant, values = node.op_type, self.shape, self.constant, self.values
         static = all(shape[ins[k]][0] for k in fed)
         prims = all(shape[ins[k]][1] for k in fed)
         tensors = [x for k, x in enumerate(ins) if x and k not in fed and x not in constant]
-        if node.op_type == "Cast":
+        if op == "Cast":
             if not prims and static:
                 constant.update(node.output)  # (a shape of known dims is a constant there)
-            continue  # a prim cast, and a shape of run-time dims cast, are tensors
+            return None  # a prim cast, and a shape of run-time dims cast, are tensors
         whole = [k for k in fed if not shape[ins[k]][1]]
-        if whole and node.op_type not in TVM_SHAPE_TAKING_OPS:
-            yield where, "main", (f"it takes '{ins[whole[0]]}', a shape read off Shape, which TVM's frontend takes "
-                                  f"for no {node.op_type}: 'cannot handle ShapeExpr inputs' (quirk shape-expr)")
-            continue
-        if node.op_type == "Slice" and 0 in whole and any(x and x not in constant for x in ins[1:]):
-            yield where, "main", (f"it slices '{ins[0]}', a shape read off Shape, at bounds computed at run time: TVM's "
-                                  "frontend fails it ('Slice with dynamic parameters does not support ShapeExpr "
-                                  "input') (quirk shape-expr)")
-            continue
-        if node.op_type == "Reshape" and 0 in fed and shape[ins[0]][1]:
-            yield where, "main", (f"it reshapes '{ins[0]}', a dim read off Shape, which TVM's frontend holds as a "
-                                  "prim: 'Reshape requires the input data to be Tensor' (quirk shape-expr)")
-            continue
-        if node.op_type == "Reshape" and fed == [0] and 0 in whole:
-            flat = ins[1] in values and onnx.numpy_helper.to_array(values[ins[1]]).reshape(-1).tolist() == [-1]
-            if flat:
+        if whole and op not in TVM_SHAPE_TAKING_OPS:
+            return where, (f"it takes '{ins[whole[0]]}', a shape read off Shape, which TVM's frontend takes "
+                           f"for no {op}: 'cannot handle ShapeExpr inputs' (quirk shape-expr)")
+        if op == "Slice" and 0 in whole and any(x and x not in constant for x in ins[1:]):
+            return where, (f"it slices '{ins[0]}', a shape read off Shape, at bounds computed at run time: TVM's "
+                           "frontend fails it ('Slice with dynamic parameters does not support ShapeExpr "
+                           "input') (quirk shape-expr)")
+        if op == "Reshape" and 0 in fed and shape[ins[0]][1]:
+            return where, (f"it reshapes '{ins[0]}', a dim read off Shape, which TVM's frontend holds as a "
+                           "prim: 'Reshape requires the input data to be Tensor' (quirk shape-expr)")
+        if op == "Reshape" and fed == [0] and 0 in whole:
+            if ins[1] in values and onnx.numpy_helper.to_array(values[ins[1]]).reshape(-1).tolist() == [-1]:
                 shape.update({o: (static, False) for o in node.output})
-            continue  # (reshaped to anything else, a shape is an int64 tensor there)
-        if node.op_type == "Slice" and 0 in whole and static:
+            return None  # (reshaped to anything else, a shape is an int64 tensor there)
+        if op == "Slice" and 0 in whole and static:
             constant.update(node.output)  # (a slice of known dims is a constant there)
-            continue
-        if node.op_type == "Gather" and 0 in whole and not (len(ins) > 1 and ins[1] in values and not values[ins[1]].dims):
-            continue  # (gathered at a tensor of indices: a tensor)
-        if node.op_type in ("Max", "Min", "Sum", "Mean", "Where"):
-            yield where, "main", (f"it takes '{ins[fed[0]]}', a value read off Shape, which TVM's frontend converts "
-                                  f"for no {node.op_type}: 'PrimType object has no attribute shape' (quirk shape-expr)")
-            continue
-        if node.op_type in _SHAPE_KEEPING and set(fed) <= set(_SHAPE_KEEPING[node.op_type]):
-            one = node.op_type == "Gather" and len(ins) > 1 and ins[1] in values and not values[ins[1]].dims
-            shape.update({o: (static, one or (prims and node.op_type in ("Identity", "Squeeze"))) for o in node.output})
-            continue
+            return None
+        one_index = len(ins) > 1 and ins[1] in values and not values[ins[1]].dims
+        if op == "Gather" and 0 in whole and not one_index:
+            return None  # (gathered at a tensor of indices: a tensor)
+        if op in ("Max", "Min", "Sum", "Mean", "Where"):
+            return where, (f"it takes '{ins[fed[0]]}', a value read off Shape, which TVM's frontend converts "
+                           f"for no {op}: 'PrimType object has no attribute shape' (quirk shape-expr)")
+        if op in _SHAPE_KEEPING and set(fed) <= set(_SHAPE_KEEPING[op]):
+            one = op == "Gather" and one_index
+            shape.update({o: (static, one or (prims and op in ("Identity", "Squeeze"))) for o in node.output})
+            return None
         if tensors:
-            yield where, "main", (f"it mixes '{ins[fed[0]]}', a value read off Shape, with the computed tensor "
-                                  f"'{tensors[0]}': TVM's frontend cannot convert it (quirk shape-expr)")
-            continue
-        if static or prims or node.op_type == "Concat":
-            shape.update({o: (static, prims and node.op_type != "Concat") for o in node.output})
-            continue
-        yield where, "main", (f"it computes on '{ins[fed[0]]}', a shape whose dims the input shapes do not fix: "
-                              "TVM's frontend cannot convert it (quirk shape-expr)")
+            return where, (f"it mixes '{ins[fed[0]]}', a value read off Shape, with the computed tensor "
+                           f"'{tensors[0]}': TVM's frontend cannot convert it (quirk shape-expr)")
+        if static or prims or op == "Concat":
+            shape.update({o: (static, prims and op != "Concat") for o in node.output})
+            return None
+        return where, (f"it computes on '{ins[fed[0]]}', a shape whose dims the input shapes do not fix: "
+                       "TVM's frontend cannot convert it (quirk shape-expr)")
 
 
 def _known_shapes(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
