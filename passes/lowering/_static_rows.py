@@ -100,9 +100,35 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
         return None
     if merge and not _mergeable(srcs[0].value.shape, k, to):
         return None
-    # The pool, in order of first use: each source once, each loose element (an element
-    # of no known source) as it comes; index: where each output row is in the pool.
-    pool: list[ir.Value | np.ndarray | _Elem] = []
+    pooled = _pool(items, k, squeezed, rank)
+    if pooled is None:
+        return None
+    pool, index, whole = pooled
+    source = _pool_tensor(pool, k, squeezed, b, name, materialize)
+    if index == list(range(whole)):
+        picked = source
+    elif index == list(range(index[0], index[0] + len(index))):
+        picked = b.slice(source, b.ints([index[0]], f"{name}_start"), b.ints([index[-1] + 1], f"{name}_stop"), [k],
+                         f"{name}_slice")
+    else:
+        picked = take_rows(b, source, index, k, rank, f"{name}_gather")
+    if to != k:
+        picked = b.op("Transpose", [picked], f"{name}_moved", perm=_moved(rank, k, to))
+    if not merge:
+        return picked
+    dims = [d for i, d in enumerate(srcs[0].value.shape.dims) if i != k]
+    dims.insert(to, len(index))
+    return b.op("Reshape", [picked, b.ints(_merged_target(dims, to), f"{name}_shape")], name)
+
+
+_Pooled = list[ir.Value | np.ndarray | _Elem]
+
+
+def _pool(items: list[_Elem], k: int, squeezed: bool, rank: int) -> tuple[_Pooled, list[int], int] | None:
+    """The pool, in order of first use: each source once, each loose element (an element
+    of no known source) as it comes, each constant value once; where each output row is
+    in the pool; the pool's rows. None: an element's shape is not known."""
+    pool: _Pooled = []
     offsets: dict[int, int] = {}
     loose: dict[int, int] = {}  # a loose element's tensor: where its rows are
     consts: dict[tuple, int] = {}  # a constant element's value: where its rows are
@@ -143,7 +169,12 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
             pool.append(e)
         else:
             pool.append(np.expand_dims(e.const, k) if squeezed else e.const)
-    # Constants next to each other in the pool are one constant block.
+    return pool, index, whole
+
+
+def _pool_tensor(pool: _Pooled, k: int, squeezed: bool, b: Builder, name: str,
+                 materialize: Callable[[_Elem], ir.Value]) -> ir.Value:
+    """The pool as one tensor: constants next to each other in it are one constant block."""
     tensors: list[ir.Value] = []
     run: list[np.ndarray] = []
     for item in [*pool, None]:
@@ -158,21 +189,7 @@ def gather_rows(items: list[_Elem], axis: int, new_axis: bool, b: Builder, name:
         elif item is not None:
             v = materialize(item)
             tensors.append(b.unsqueeze(v, [k], f"{name}_row") if squeezed else v)
-    source = tensors[0] if len(tensors) == 1 else b.concat(tensors, k, f"{name}_pool", None)
-    if index == list(range(whole)):
-        picked = source
-    elif index == list(range(index[0], index[0] + len(index))):
-        picked = b.slice(source, b.ints([index[0]], f"{name}_start"), b.ints([index[-1] + 1], f"{name}_stop"), [k],
-                         f"{name}_slice")
-    else:
-        picked = take_rows(b, source, index, k, rank, f"{name}_gather")
-    if to != k:
-        picked = b.op("Transpose", [picked], f"{name}_moved", perm=_moved(rank, k, to))
-    if not merge:
-        return picked
-    dims = [d for i, d in enumerate(srcs[0].value.shape.dims) if i != k]
-    dims.insert(to, len(index))
-    return b.op("Reshape", [picked, b.ints(_merged_target(dims, to), f"{name}_shape")], name)
+    return tensors[0] if len(tensors) == 1 else b.concat(tensors, k, f"{name}_pool", None)
 
 
 def _moved(rank: int, k: int, to: int) -> list[int]:
