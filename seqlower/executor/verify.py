@@ -88,31 +88,13 @@ def verify(
     ``progress(done, total)`` is called before each sample.
     """
     report = VerifyReport(backend if lowered_backend in (None, backend) else f"{backend} vs {lowered_backend}", [], [])
-    # A model the backend refuses (onnxruntime rejects what the reference runs, such as a
-    # Slice with repeated axes) is not equivalent there: a gate must not pass it.
-    try:
-        a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
-    except ExecutionError as e:
-        report.interface_error = f"{backend} refuses the first model: {e}"
+    pair = _executors(report, original, lowered, backend, lowered_backend or backend, keepdims_policy, ort_opt_level)
+    if pair is None:
         return report
-    try:
-        b = Executor(
-            lowered, backend=lowered_backend or backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level
-        )
-    except ExecutionError as e:
-        report.interface_error = f"{lowered_backend or backend} refuses the second model: {e}"
-        return report
-    a_in, b_in = [p.name for p in a.inputs], [p.name for p in b.inputs]
-    b_out = {p.name for p in b.outputs}
-    if sorted(a_in) != sorted(b_in):
-        report.interface_error = f"inputs differ: {a_in} vs {b_in}"
-        return report
-    if missing := [p.name for p in a.outputs if p.name not in b_out]:
-        report.interface_error = f"the second model lacks outputs {missing}"
-        return report
+    a, b = pair
     # A lowering bounded by --max-trips / --dim-max says at run time when a Loop needed more.
     flag = next((p.value for p in b.proto.metadata_props if p.key == TRIPS_EXCEEDED_KEY), None)
-    if flag is not None and flag not in b_out:
+    if flag is not None and flag not in {p.name for p in b.outputs}:
         flag = None
     feeds_list = (
         [(f"given #{i}", f) for i, f in enumerate(inputs)]
@@ -124,29 +106,62 @@ def verify(
             progress(index, len(feeds_list))
         sample = SampleReport(index, source, "equal")
         report.samples.append(sample)
-        try:
-            expected = a.run(feeds)
-        except SeqlowerError as e:
-            sample.status, sample.error = "original failed", str(e)
-            continue
-        _add_notes(report, expected.notes, "original")
-        try:
-            actual = b.run(feeds)
-        except SeqlowerError as e:
-            sample.status, sample.error = "lowered failed", str(e)
-            continue
-        _add_notes(report, actual.notes, "lowered")
-        if flag is not None and bool(np.asarray(actual.outputs[flag]).any()):
-            sample.status = "lowered failed"
-            sample.error = (f"a Loop needed more steps than its bound (--max-trips / --dim-max): {flag} is true,"
-                            " the outputs are those of the first steps")
-            continue
-        for port in a.outputs:
-            out = compare_values(port.name, expected.outputs[port.name], actual.outputs[port.name], rtol, atol)
-            sample.outputs.append(out)
-            if not out.ok:
-                sample.status = "different"
+        _run_sample(report, sample, a, b, feeds, flag, rtol, atol)
     return report
+
+
+def _executors(report: VerifyReport, original: ModelSource, lowered: ModelSource, backend: str, lowered_backend: str,
+               keepdims_policy: str, ort_opt_level: str) -> tuple[Executor, Executor] | None:
+    """Both models loaded, with the same inputs and every output of the first in the
+    second; else None, and ``report`` says why."""
+    # A model the backend refuses (onnxruntime rejects what the reference runs, such as a
+    # Slice with repeated axes) is not equivalent there: a gate must not pass it.
+    try:
+        a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
+    except ExecutionError as e:
+        report.interface_error = f"{backend} refuses the first model: {e}"
+        return None
+    try:
+        b = Executor(lowered, backend=lowered_backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
+    except ExecutionError as e:
+        report.interface_error = f"{lowered_backend} refuses the second model: {e}"
+        return None
+    a_in, b_in = [p.name for p in a.inputs], [p.name for p in b.inputs]
+    b_out = {p.name for p in b.outputs}
+    if sorted(a_in) != sorted(b_in):
+        report.interface_error = f"inputs differ: {a_in} vs {b_in}"
+        return None
+    if missing := [p.name for p in a.outputs if p.name not in b_out]:
+        report.interface_error = f"the second model lacks outputs {missing}"
+        return None
+    return a, b
+
+
+def _run_sample(report: VerifyReport, sample: SampleReport, a: Executor, b: Executor, feeds: dict[str, Any],
+                flag: str | None, rtol: float | None, atol: float | None) -> None:
+    """One sample through both models; ``sample`` says how they compared."""
+    try:
+        expected = a.run(feeds)
+    except SeqlowerError as e:
+        sample.status, sample.error = "original failed", str(e)
+        return
+    _add_notes(report, expected.notes, "original")
+    try:
+        actual = b.run(feeds)
+    except SeqlowerError as e:
+        sample.status, sample.error = "lowered failed", str(e)
+        return
+    _add_notes(report, actual.notes, "lowered")
+    if flag is not None and bool(np.asarray(actual.outputs[flag]).any()):
+        sample.status = "lowered failed"
+        sample.error = (f"a Loop needed more steps than its bound (--max-trips / --dim-max): {flag} is true,"
+                        " the outputs are those of the first steps")
+        return
+    for port in a.outputs:
+        out = compare_values(port.name, expected.outputs[port.name], actual.outputs[port.name], rtol, atol)
+        sample.outputs.append(out)
+        if not out.ok:
+            sample.status = "different"
 
 
 def _add_notes(report: VerifyReport, notes: list[str], which: str) -> None:
