@@ -201,31 +201,43 @@ def canonical_subgraphs(node: onnx.NodeProto) -> tuple[tuple[Any, ...], list[str
     cannot tell from a name read from outside.
 
     Read, never written: protobuf's setters cost a copy of the node and a walk to rename."""
-    made: dict[str, str] = {}
-    free: dict[str, str] = {}
+    numbering = _Numbering()
+    try:
+        return numbering.canonical(node), list(numbering.free), set(numbering.made)
+    except _ReadBeforeMade:
+        return None
 
-    def read(x: str) -> str:
+
+class _Numbering:
+    """``canonical_subgraphs``' walk: names made numbered ``\0#k`` and names read from
+    outside ``\0$k``, in the order they come; the subgraphs met, queued."""
+
+    def __init__(self) -> None:
+        self.made: dict[str, str] = {}
+        self.free: dict[str, str] = {}
+        self.queue: list[onnx.GraphProto] = []
+
+    def read(self, x: str) -> str:
         if not x:
             return ""
-        token = made.get(x)
+        token = self.made.get(x)
         if token is None:
-            token = free.get(x)
+            token = self.free.get(x)
             if token is None:
-                token = free[x] = f"\0${len(free)}"
+                token = self.free[x] = f"\0${len(self.free)}"
         return token
 
-    def make(x: str) -> str:
+    def make(self, x: str) -> str:
         if not x:
             return ""
-        if x in free:
+        if x in self.free:
             raise _ReadBeforeMade
-        token = made[x] = f"\0#{len(made)}"
+        token = self.made[x] = f"\0#{len(self.made)}"
         return token
 
-    queue: list[onnx.GraphProto] = []
-
-    def attributes(n: onnx.NodeProto) -> tuple[Any, ...]:
+    def attributes(self, n: onnx.NodeProto) -> tuple[Any, ...]:
         out: list[Any] = []
+        queue = self.queue
         for a in n.attribute:
             if a.type == _GRAPH:
                 out.append((a.name, len(queue)))
@@ -237,33 +249,35 @@ def canonical_subgraphs(node: onnx.NodeProto) -> tuple[tuple[Any, ...], list[str
                 out.append(a.SerializeToString())
         return tuple(out)
 
-    parts: list[Any] = [attributes(node)]
-    try:
+    def canonical(self, node: onnx.NodeProto) -> tuple[Any, ...]:
+        parts: list[Any] = [self.attributes(node)]
         k = 0
-        while k < len(queue):
-            g = queue[k]
+        while k < len(self.queue):
+            parts.extend(self.graph(self.queue[k]))
             k += 1
-            # (each entry tagged with what it is: the tuple says it all alone)
-            parts.append(("i", *[(make(v.name), v.type.SerializeToString(deterministic=True)) for v in g.input]))
-            for t in g.initializer:
-                c = onnx.TensorProto()
-                c.CopyFrom(t)
-                c.name = ""
-                parts.append(("t", make(t.name), c.SerializeToString(deterministic=True)))
-            if g.sparse_initializer:
-                parts.append(("s", g.SerializeToString()))
-            for m in g.node:
-                ins = tuple([read(x) for x in m.input])
-                parts.append(("n", m.op_type, m.domain, m.overload, m.doc_string, ins,
-                              tuple([make(o) for o in m.output]), attributes(m) if m.attribute else ()))
-            parts.append(("o", *[(read(v.name), v.type.SerializeToString(deterministic=True)) for v in g.output]))
-            # A value info of a name the graph neither makes nor reads keeps its name.
-            if g.value_info:
-                parts.append(("v", *[(made.get(v.name, v.name), v.type.SerializeToString(deterministic=True))
-                                     for v in g.value_info]))
-    except _ReadBeforeMade:
-        return None
-    return tuple(parts), list(free), set(made)
+        return tuple(parts)
+
+    def graph(self, g: onnx.GraphProto) -> list[Any]:
+        # (each entry tagged with what it is: the tuple says it all alone)
+        read, make, made = self.read, self.make, self.made
+        parts: list[Any] = [("i", *[(make(v.name), v.type.SerializeToString(deterministic=True)) for v in g.input])]
+        for t in g.initializer:
+            c = onnx.TensorProto()
+            c.CopyFrom(t)
+            c.name = ""
+            parts.append(("t", make(t.name), c.SerializeToString(deterministic=True)))
+        if g.sparse_initializer:
+            parts.append(("s", g.SerializeToString()))
+        for m in g.node:
+            ins = tuple([read(x) for x in m.input])
+            parts.append(("n", m.op_type, m.domain, m.overload, m.doc_string, ins,
+                          tuple([make(o) for o in m.output]), self.attributes(m) if m.attribute else ()))
+        parts.append(("o", *[(read(v.name), v.type.SerializeToString(deterministic=True)) for v in g.output]))
+        # A value info of a name the graph neither makes nor reads keeps its name.
+        if g.value_info:
+            parts.append(("v", *[(made.get(v.name, v.name), v.type.SerializeToString(deterministic=True))
+                                 for v in g.value_info]))
+        return parts
 
 
 _GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
