@@ -152,16 +152,11 @@ def _window_runs(proto: onnx.ModelProto, window: int, keep_nodes: bool, **option
     """Inference window by window: the types found for values the model makes, the graph
     outputs as inference refined them, and (``keep_nodes``) the nodes as it returned them."""
     g = proto.graph
-    model_inputs = {v.name: v for v in g.input}
-    initializers = {t.name: t for t in g.initializer}
-    sparse = {t.values.name: t for t in g.sparse_initializer}
-    declared = {v.name: v.type for v in g.value_info}
-    declared_outputs = {v.name: v for v in g.output}
-    constant_nodes: dict[str, onnx.NodeProto] = {}
+    lookup = _Lookup(g)
     found: dict[str, onnx.TypeProto] = {}  # what inference says of values the model produces
+    constant_nodes: dict[str, onnx.NodeProto] = {}
     out_nodes: list[onnx.NodeProto] = []
     outputs: dict[str, onnx.ValueInfoProto] = {}
-
     # Each window would number the dims it makes up from unk__0 again, so two unrelated
     # dims would share a name, which says they are equal. onnx numbers past the symbols a
     # graph has: each window declares every unk__k up to the highest any name holds so
@@ -172,7 +167,6 @@ def _window_runs(proto: onnx.ModelProto, window: int, keep_nodes: bool, **option
     seed = onnx.helper.make_tensor_value_info(_SYMBOLS, onnx.TensorProto.FLOAT, [])
     header = copy_fields(onnx.ModelProto(), proto, skip=("graph",))
     header.graph.name = g.name
-
     nodes = list(g.node)
     # (a node without attributes reads its inputs: most of a big graph, read as a slice)
     node_reads = [sorted(outer_reads(n)) if n.attribute and subgraphs_of(n) else n.input[:] for n in nodes]
@@ -182,33 +176,12 @@ def _window_runs(proto: onnx.ModelProto, window: int, keep_nodes: bool, **option
         reads = dict.fromkeys(x for names in node_reads[start:end] for x in names if x and x not in made)
         seg = onnx.ModelProto()
         seg.CopyFrom(header)
-        sg = seg.graph
-        copied: list[onnx.NodeProto] = []
-        for name in reads:
-            if name in model_inputs:
-                sg.input.append(model_inputs[name])
-            if name in initializers:
-                sg.initializer.append(initializers[name])
-            elif name in sparse:
-                sg.sparse_initializer.append(sparse[name])
-            elif name in constant_nodes:
-                copied.append(constant_nodes[name])
-            elif name not in model_inputs:
-                # A value an earlier window made: typed from what inference found there.
-                vi = sg.input.add()
-                vi.name = name
-                tp = found.get(name) or declared.get(name)
-                if tp is not None:
-                    vi.type.CopyFrom(tp)
-        sg.node.extend(copied)
-        sg.node.extend(chunk)
-        sg.value_info.extend(v for v in g.value_info if v.name in made)
-        sg.output.extend(declared_outputs[o] for n in chunk for o in n.output if o in declared_outputs)
+        copied = lookup.fill(seg.graph, chunk, made, reads, found, constant_nodes)
         dims = seed.type.tensor_type.shape.dim
         for k in range(len(dims), highest + 1):
             dims.add().dim_param = f"unk__{k}"
         if dims:
-            sg.value_info.append(seed)
+            seg.graph.value_info.append(seed)
         result = onnx.shape_inference.infer_shapes(seg, **options)
         rg = result.graph
         highest = max(highest, _highest_unk(result.SerializeToString()))
@@ -222,6 +195,46 @@ def _window_runs(proto: onnx.ModelProto, window: int, keep_nodes: bool, **option
             if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
                 constant_nodes[n.output[0]] = n
     return found, outputs, out_nodes
+
+
+class _Lookup:
+    """The main graph's inputs, weights and declarations by name, for the windows."""
+
+    def __init__(self, g: onnx.GraphProto) -> None:
+        self.g = g
+        self.model_inputs = {v.name: v for v in g.input}
+        self.initializers = {t.name: t for t in g.initializer}
+        self.sparse = {t.values.name: t for t in g.sparse_initializer}
+        self.declared = {v.name: v.type for v in g.value_info}
+        self.declared_outputs = {v.name: v for v in g.output}
+
+    def fill(self, sg: onnx.GraphProto, chunk: list[onnx.NodeProto], made: set[str], reads: dict[str, None],
+             found: dict[str, onnx.TypeProto], constant_nodes: dict[str, onnx.NodeProto]) -> list[onnx.NodeProto]:
+        """One window's graph: what it reads (model inputs, weights, the Constant nodes of
+        earlier windows, copied first, which it gives; values earlier windows made, as
+        typed inputs), its nodes, their declared types and the model outputs they make."""
+        copied: list[onnx.NodeProto] = []
+        for name in reads:
+            if name in self.model_inputs:
+                sg.input.append(self.model_inputs[name])
+            if name in self.initializers:
+                sg.initializer.append(self.initializers[name])
+            elif name in self.sparse:
+                sg.sparse_initializer.append(self.sparse[name])
+            elif name in constant_nodes:
+                copied.append(constant_nodes[name])
+            elif name not in self.model_inputs:
+                # A value an earlier window made: typed from what inference found there.
+                vi = sg.input.add()
+                vi.name = name
+                tp = found.get(name) or self.declared.get(name)
+                if tp is not None:
+                    vi.type.CopyFrom(tp)
+        sg.node.extend(copied)
+        sg.node.extend(chunk)
+        sg.value_info.extend(v for v in self.g.value_info if v.name in made)
+        sg.output.extend(self.declared_outputs[o] for n in chunk for o in n.output if o in self.declared_outputs)
+        return copied
 
 
 # Ops whose outputs may carry data propagation's values (a shape, a size, a sum of dims)
