@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import math
 import mmap
+from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -269,19 +270,7 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
                 continue
             if number != _INITIALIZER:
                 continue
-            # Every main-graph initializer is checked here, once: the model's own checks
-            # then pass over them. A plain one (dims, type, name, raw data, in protobuf's
-            # order: tens of thousands a big model) is read and checked off its header
-            # bytes; any other is parsed and checked as a message.
-            header = _plain_tensor(data, start, end)
-            if header is not None:
-                name, data_type, dims = header
-            else:
-                t = onnx.TensorProto.FromString(view[start:end])
-                if t.data_location == onnx.TensorProto.EXTERNAL or t.HasField("segment"):
-                    return None  # the reader's own checks and messages apply
-                check_tensor(t)
-                name, data_type, dims = t.name, t.data_type, t.dims
+            name, data_type, dims = _initializer_head(data, view, start, end, check_tensor)
             if name in weights.spans:
                 return None
             if end - start <= HELD_BYTES:
@@ -290,12 +279,9 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
             key = (data_type, tuple(dims))
             if key not in shapes:
                 shapes[key] = _shape_bytes(*key)
-            stub_head, type_entry = shapes[key]
-            name_entry = _entry(8, name.encode())
+            stub, graph_input = _stub(name, *shapes[key])
             skel.append(view[at:entry])
-            # (by hand: protobuf's messages cost 10 us a weight, a third of a second on a 40k-node model)
-            inputs.append(_entry(_INPUT, b"\x0a" + name_entry[1:] + type_entry))
-            stub = _entry(_INITIALIZER, stub_head + name_entry + _STUB_TAIL)
+            inputs.append(graph_input)
             weights.stubs[name] = stub
             light += [view[at:entry], stub]
             at = end
@@ -312,6 +298,32 @@ def hold_weights(data: bytes | mmap.mmap, check_tensor: Callable[[onnx.TensorPro
     skel += [e for e, name in zip(inputs, weights.spans) if name not in declared]
     skeleton = _parse_with_graph(view[:g_entry], skel, view[g_end:])
     return Held(proto, skeleton, weights, plain, attributed, external)
+
+
+def _initializer_head(data: bytes | mmap.mmap, view: memoryview, start: int, end: int,
+                      check_tensor: Callable[[onnx.TensorProto], None]) -> tuple[str, int, Any]:
+    """(name, element type, dims) of the main-graph initializer at ``data[start:end]``,
+    checked here, once: the model's own checks then pass over it. A plain one (dims, type,
+    name, raw data, in protobuf's order: tens of thousands a big model) is read and checked
+    off its header bytes; any other is parsed and checked as a message. An external or
+    segmented one is not held (``_Malformed``): the reader's own checks and messages apply."""
+    header = _plain_tensor(data, start, end)
+    if header is not None:
+        return header
+    t = onnx.TensorProto.FromString(view[start:end])
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.HasField("segment"):
+        raise _Malformed
+    check_tensor(t)
+    return t.name, t.data_type, t.dims
+
+
+def _stub(name: str, stub_head: bytes, type_entry: bytes) -> tuple[bytes, bytes]:
+    """A held weight's stub initializer and its graph input, as protobuf entries of the
+    graph (by hand: protobuf's messages cost 10 us a weight, a third of a second on a
+    40k-node model)."""
+    name_entry = _entry(8, name.encode())
+    return (_entry(_INITIALIZER, stub_head + name_entry + _STUB_TAIL),
+            _entry(_INPUT, b"\x0a" + name_entry[1:] + type_entry))
 
 
 def _plain_tensor(data: bytes | mmap.mmap, start: int, end: int) -> tuple[str, int, list[int]] | None:
