@@ -128,9 +128,7 @@ def lower_one(src_name: str, dst_name: str, args: argparse.Namespace) -> Outcome
 
 def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outcome, start: float) -> None:
     from seqlower.cli.verify import compare, load_given_inputs
-    from seqlower.fastpath.job import Job
     from seqlower.io.models import check_model, read_model_proto
-    from seqlower.fastpath.pipeline import LowerOptions
     from seqlower.targets import load_target
 
     to_stdout = dst_name == STDOUT
@@ -139,18 +137,8 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
         raise SeqlowerError(f"{dst}: the output path is the input model; choose another")
     timings: dict[str, float] = {}
     given = load_given_inputs(str(src), args.inputs) if args.verify else None
-    t = time.perf_counter()
-    job = Job.read(src)
-    counting = _counting(args)
-    before = count_ops(job.proto) if counting else Counter()
-    timings["load"] = time.perf_counter() - t
-    t = time.perf_counter()
-    options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
-                           optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []))
-    report = job.lower(options)
+    job, report, before, after = _read_and_lower(src, args, timings)
     lowered, weights = job.lowered, job.weights
-    after = count_ops(lowered) if counting else Counter()
-    timings["lower"] = time.perf_counter() - t
     target = load_target(args.target)
     gaps = report.gaps
     t = time.perf_counter()
@@ -175,19 +163,7 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
         # The report only when asked for: 10,000 rewrites are 0.3 s of JSON.
         text = _report_text(src, dst, to_stdout, equivalent, timings, before, after, report, target, gaps, verdict) \
             if args.report else ""
-        staged_report = stage_text(Path(args.report), text, "the report") if args.report and args.report != STDOUT else None
-        existed = not to_stdout and dst.exists()
-        try:
-            if equivalent and staged is not None:
-                staged.commit()
-            if staged_report is not None:
-                commit_text(Path(args.report), staged_report, "the report")
-        except BaseException:
-            if staged_report is not None:
-                unlink_quietly(staged_report)
-            if not existed and equivalent and not to_stdout:
-                unlink_quietly(dst)
-            raise
+        _commit(staged if equivalent else None, args.report, text, dst, to_stdout)
     finally:
         if staged is not None:
             staged.discard()
@@ -198,6 +174,44 @@ def _lower_one(src: Path, dst_name: str, args: argparse.Namespace, outcome: Outc
         sys.stdout.write(text)
         sys.stdout.flush()
     _describe(outcome, report, verdict, gaps, target.name, before, after, src, dst_name, timings["total"], args)
+
+
+def _read_and_lower(src: Path, args: argparse.Namespace, timings: dict[str, float]) -> tuple[Any, Any, Counter[str], Counter[str]]:
+    """The job read and lowered, its report, and the op counts before and after (when
+    the output says them)."""
+    from seqlower.fastpath.job import Job
+    from seqlower.fastpath.pipeline import LowerOptions
+
+    t = time.perf_counter()
+    job = Job.read(src)
+    counting = _counting(args)
+    before = count_ops(job.proto) if counting else Counter()
+    timings["load"] = time.perf_counter() - t
+    t = time.perf_counter()
+    options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
+                           optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []))
+    report = job.lower(options)
+    after = count_ops(job.lowered) if counting else Counter()
+    timings["lower"] = time.perf_counter() - t
+    return job, report, before, after
+
+
+def _commit(staged: Any, report_path: str | None, text: str, dst: Path, to_stdout: bool) -> None:
+    """The staged output (None: not to be written: not equivalent, or to stdout) and the
+    report file put in place together: when one fails, neither is left behind."""
+    staged_report = stage_text(Path(report_path), text, "the report") if report_path and report_path != STDOUT else None
+    existed = not to_stdout and dst.exists()
+    try:
+        if staged is not None:
+            staged.commit()
+        if staged_report is not None:
+            commit_text(Path(report_path), staged_report, "the report")
+    except BaseException:
+        if staged_report is not None:
+            unlink_quietly(staged_report)
+        if not existed and staged is not None:
+            unlink_quietly(dst)
+        raise
 
 
 def _report_text(src: Path, dst: Path, to_stdout: bool, equivalent: bool, timings: dict[str, float], before: Counter[str],
