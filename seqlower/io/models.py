@@ -40,7 +40,7 @@ from seqlower.io.check import (
     weightless_proto,
 )
 from seqlower.io.protos import data_bytes, innermost_type, iter_tensor_protos
-from seqlower.io.weights import Weights, hold_weights, is_stub
+from seqlower.io.weights import Held, Weights, hold_weights, is_stub
 
 __all__ = [
     "ModelSource",
@@ -177,39 +177,9 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
         proto = onnx.ModelProto()
         proto.CopyFrom(source)
     else:
-        if isinstance(source, bytes):
-            data = source
-        else:
-            path = Path(source)
-            if not path.exists():
-                raise ModelError(f"{label}: no such file")
-            if path.is_dir():
-                raise ModelError(f"{label}: is a folder, not a model file")
-            try:
-                data = _mapped(path) if hold else path.read_bytes()
-            except OSError as e:
-                raise ModelError(f"{label}: cannot read ({e.strerror})") from None
-            base_dir = str(path.parent)
-        if not data:
-            raise ModelError(f"{label}: empty file, not an ONNX model")
-        if hold:
-            try:
-                held = hold_weights(data, lambda t: check_weight(t, label))
-            except (DecodeError, RuntimeError, ValueError):
-                held = None  # parsed whole below, for the reader's own message
-        if held is not None:
-            proto = held.proto
-            held.weights.unmapped()
-        else:
-            proto = onnx.ModelProto()
-            try:
-                proto.ParseFromString(data[:] if isinstance(data, mmap.mmap) else data)
-            except (DecodeError, RuntimeError, ValueError) as e:
-                first = str(e).splitlines()[0] if str(e) else type(e).__name__
-                if "MaxDepth" in first:
-                    raise ModelError(f"{label}: nested too deeply to read (protobuf reads 100 message levels: about 30"
-                                     " levels of subgraphs)") from None
-                raise ModelError(f"{label}: not an ONNX model (protobuf parse failed: {first})") from None
+        data, folder = _source_bytes(source, label, hold)
+        base_dir = folder if folder is not None else base_dir
+        proto, held = _parse(data, label, hold)
     if not proto.HasField("graph"):
         raise ModelError(f"{label}: not an ONNX model (no graph)")
     if proto.ir_version <= 0:
@@ -221,24 +191,72 @@ def _read(source: ModelSource, *, load_external_data: bool, check: bool, types: 
     if external and not load_external_data:
         _load_node_tensors(external, base_dir, label)
     if check:
-        # The checks read no weights: they run on the skeleton (big weights as typed inputs).
-        skel = held.skeleton if held is not None else skeleton(proto)
-        for warning in check_proto(skel, label, base_dir, main_nodes=held.external if held is not None else None):
-            warnings.warn(ModelWarning(warning), stacklevel=3)
-            if skel is not proto and "topological" in warning:
-                sort_nodes(proto)  # the checker sorted the skeleton's copy of the nodes
-                if held is not None:
-                    held.nodes_moved()
-        check_structure(proto, label, held)
-        check_types(skel, label, types, dims_from=proto if held is not None else None,
-                    main_nodes=held.attributed if held is not None else None,
-                    defer=held is not None and len(proto.graph.node) >= DEFER_NODES)
+        _check_read(proto, held, label, base_dir, types)
     if load_external_data and base_dir is not None:
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
         except (OSError, ValueError) as e:
             raise ModelError(f"{label}: cannot load external data ({e})") from None
     return proto, held.weights if held is not None else None
+
+
+def _source_bytes(source: bytes | str | os.PathLike, label: str, hold: bool) -> tuple[bytes | mmap.mmap, str | None]:
+    """A model's bytes (a file mapped where its weights are to be held), and the file's
+    folder (None for bytes)."""
+    if isinstance(source, bytes):
+        data, folder = source, None
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise ModelError(f"{label}: no such file")
+        if path.is_dir():
+            raise ModelError(f"{label}: is a folder, not a model file")
+        try:
+            data = _mapped(path) if hold else path.read_bytes()
+        except OSError as e:
+            raise ModelError(f"{label}: cannot read ({e.strerror})") from None
+        folder = str(path.parent)
+    if not data:
+        raise ModelError(f"{label}: empty file, not an ONNX model")
+    return data, folder
+
+
+def _parse(data: bytes | mmap.mmap, label: str, hold: bool) -> tuple[onnx.ModelProto, Held | None]:
+    """The model parsed, with its big weights held where it can be (``hold``)."""
+    held = None
+    if hold:
+        try:
+            held = hold_weights(data, lambda t: check_weight(t, label))
+        except (DecodeError, RuntimeError, ValueError):
+            held = None  # parsed whole below, for the reader's own message
+    if held is not None:
+        held.weights.unmapped()
+        return held.proto, held
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data[:] if isinstance(data, mmap.mmap) else data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "MaxDepth" in first:
+            raise ModelError(f"{label}: nested too deeply to read (protobuf reads 100 message levels: about 30"
+                             " levels of subgraphs)") from None
+        raise ModelError(f"{label}: not an ONNX model (protobuf parse failed: {first})") from None
+    return proto, None
+
+
+def _check_read(proto: onnx.ModelProto, held: Held | None, label: str, base_dir: str | None, types: Any) -> None:
+    """The model's checks, on its skeleton (big weights as typed inputs): they read no weights."""
+    skel = held.skeleton if held is not None else skeleton(proto)
+    for warning in check_proto(skel, label, base_dir, main_nodes=held.external if held is not None else None):
+        warnings.warn(ModelWarning(warning), stacklevel=4)
+        if skel is not proto and "topological" in warning:
+            sort_nodes(proto)  # the checker sorted the skeleton's copy of the nodes
+            if held is not None:
+                held.nodes_moved()
+    check_structure(proto, label, held)
+    check_types(skel, label, types, dims_from=proto if held is not None else None,
+                main_nodes=held.attributed if held is not None else None,
+                defer=held is not None and len(proto.graph.node) >= DEFER_NODES)
 
 
 def _load_node_tensors(tensors: list[onnx.TensorProto], base_dir: str | None, label: str) -> None:
