@@ -285,41 +285,51 @@ class _Analyzer(ControlFlow, Chooser):
                 raise ModelError(f"{node_label(node)}: axis {axis} is out of range for rank {rank}")
             axis %= rank
         dim = shape.dims[axis] if rank is not None else None
-        dim = dim if isinstance(dim, int) else None
-        sizes = split_sizes(node, dim, split, has_split)
+        sizes = split_sizes(node, dim if isinstance(dim, int) else None, split, has_split)
+        if sizes is not None and rank is not None:
+            self._split_known(node, label, shape, axis, sizes)
+            return
+        # Length maybe known, shapes not (or rank unknown).
         if sizes is None and split is not None and split.ndim == 1:
             sizes_len = len(split)
         else:
             sizes_len = None if sizes is None else len(sizes)
-        xc = const_array(x)
-        dtype = x.dtype
-        if sizes is not None and rank is not None:
-            squeeze = split_squeezes(node, sizes, shape, axis, self.policy)
-            if squeeze is None:
-                self._set(node.outputs[0], SeqInfo.unknown(dtype), label)
-                self._block(node.outputs[0], f"{node_label(node)}: whether keepdims=0 drops the axis depends on run-time shapes")
-                return
-            shapes, consts = [], []
-            start = 0
-            for s in sizes:
-                dims = list(shape.dims)
-                dims[axis] = s
-                if squeeze:
-                    del dims[axis]
-                shapes.append(ir.Shape(dims))
-                if xc is not None:
-                    c = np.take(xc, np.arange(start, start + s), axis=axis)
-                    consts.append(c.reshape(tuple(d for i, d in enumerate(c.shape) if i != axis)) if squeeze else c)
-                else:
-                    consts.append(None)
-                start += s
-            self._set(node.outputs[0], SeqInfo.of_elements(dtype, shapes, consts), label)
+        self._split_unknown(node, label, shape if rank is not None else None, axis, split, has_split, sizes_len)
+
+    def _split_known(self, node: ir.Node, label: str, shape: ir.Shape, axis: int, sizes: list[int]) -> None:
+        """Every chunk's size known: each element's shape (and value, of a constant)."""
+        x, dtype = node.inputs[0], node.inputs[0].dtype
+        squeeze = split_squeezes(node, sizes, shape, axis, self.policy)
+        if squeeze is None:
+            self._set(node.outputs[0], SeqInfo.unknown(dtype), label)
+            self._block(node.outputs[0], f"{node_label(node)}: whether keepdims=0 drops the axis depends on run-time shapes")
             return
-        # Length maybe known, shapes not (or rank unknown).
+        xc = const_array(x)
+        shapes, consts = [], []
+        start = 0
+        for s in sizes:
+            dims = list(shape.dims)
+            dims[axis] = s
+            if squeeze:
+                del dims[axis]
+            shapes.append(ir.Shape(dims))
+            if xc is not None:
+                c = np.take(xc, np.arange(start, start + s), axis=axis)
+                consts.append(c.reshape(tuple(d for i, d in enumerate(c.shape) if i != axis)) if squeeze else c)
+            else:
+                consts.append(None)
+            start += s
+        self._set(node.outputs[0], SeqInfo.of_elements(dtype, shapes, consts), label)
+
+    def _split_unknown(self, node: ir.Node, label: str, shape: ir.Shape | None, axis: int, split: Any,
+                       has_split: bool, sizes_len: int | None) -> None:
+        """The chunks' sizes not known (``shape``: the input's, when its rank is): the
+        length where the split says it, one element shape where the chunks are of one."""
+        dtype = node.inputs[0].dtype
         elem = None
         uniform = False
         sym = None
-        if shape is not None and rank is not None:
+        if shape is not None:
             squeeze = dynamic_split_squeezes(node, self.policy)
             if squeeze is None:
                 self._set(node.outputs[0], SeqInfo.unknown(dtype), label)
