@@ -85,8 +85,19 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
     optimizer's fold and inference on a region), so the final inference is left to it
     where no target rewrite after it reads the shapes it finds."""
     wrap = _checked if check_each else list
-
     target = load_target(options.target)
+    rounds = Rounds(wrap(_round(options, target)), relevant=relevant_ops(target.lacks, dict(target.quirks)))
+    final = wrap(_after_rounds(options, target, inferred_after))
+    # What the rounds kept for a rank nothing could find is Flat with ranks known at run
+    # time; then the rounds go on from there.
+    runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
+    # A list crossing a model-local function's boundary is lowered where the call is.
+    inline = wrap([InlineSequenceFunctionsPass()])
+    return [*inline, rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *final]
+
+
+def _round(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """One round: infer, fold, lower, clean up."""
     # Ops the target lacks that have a lowering, after the folds (a constant one folds).
     for_target: list[ir.passes.PassBase] = [LowerReverseSequencePass()] if "ReverseSequence" in target.lacks else []
     if "Compress" in target.lacks:
@@ -95,33 +106,33 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
     # sequences they carry are static for the lowerings after.
     unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []
     fold = FoldSequenceConstantsPass(options.keepdims_policy, options.max_unroll, options.packed)
-    rounds = Rounds(
-        wrap([
-            *unroll,
-            LowerOptionalsPass(),
-            InferSequenceShapesPass(options.keepdims_policy, leave_for=fold.params),
-            FoldStaticIfsPass(),
-            FoldSequenceArgumentsPass(),
-            fold,
-            # What the fold made constant (a list's length) decides more Ifs and Loops.
-            FoldStaticIfsPass(),
-            FoldZeroTripLoopsPass(),
-            *for_target,
-            LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
-            LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
-            LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed, runtime_ranks=False),
-            # The dynamic lowerings emit CumSum (element bounds): lowered after them.
-            *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
-            # What stays a Loop (a run-time trip count) runs batched where its body allows,
-            # else as a Scan where the target has one.
-            *loop_fallbacks(target, TripBounds(options.max_trips, options.dim_max)),
-            # Without If, an If runs both branches.
-            *([IfsToSelectsPass()] if "If" in target.lacks else []),
-            CleanUpGraphPass(),
-        ]),
-        relevant=relevant_ops(target.lacks, dict(target.quirks)),
-    )
+    return [
+        *unroll,
+        LowerOptionalsPass(),
+        InferSequenceShapesPass(options.keepdims_policy, leave_for=fold.params),
+        FoldStaticIfsPass(),
+        FoldSequenceArgumentsPass(),
+        fold,
+        # What the fold made constant (a list's length) decides more Ifs and Loops.
+        FoldStaticIfsPass(),
+        FoldZeroTripLoopsPass(),
+        *for_target,
+        LowerUnrolledSequencesPass(options.max_unroll, options.keepdims_policy),
+        LowerPackedSequencesPass(options.max_unroll, options.keepdims_policy, options.packed),
+        LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed, runtime_ranks=False),
+        # The dynamic lowerings emit CumSum (element bounds): lowered after them.
+        *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
+        # What stays a Loop (a run-time trip count) runs batched where its body allows,
+        # else as a Scan where the target has one.
+        *loop_fallbacks(target, TripBounds(options.max_trips, options.dim_max)),
+        # Without If, an If runs both branches.
+        *([IfsToSelectsPass()] if "If" in target.lacks else []),
+        CleanUpGraphPass(),
+    ]
 
+
+def _after_rounds(options: LowerOptions, target: Target, inferred_after: bool) -> list[ir.passes.PassBase]:
+    """What runs once after the rounds: the target's rewrites, and the final inference."""
     # onnxruntime stacks string scan outputs wrong; every target gets them carried. The
     # Transposes a batched map over a list cut along another axis writes cancel.
     final: list[ir.passes.PassBase] = [CarryStringScansPass(), SinkTransposesPass()]
@@ -139,13 +150,7 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
     if not inferred_after or after_inference:
         # (a whole-model onnx inference: 1.7 s of the 8.7 s of 3,000 run-time list edits)
         final.append(InferSequenceShapesPass(options.keepdims_policy))
-    final += after_inference
-    # What the rounds kept for a rank nothing could find is Flat with ranks known at run
-    # time; then the rounds go on from there.
-    runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
-    # A list crossing a model-local function's boundary is lowered where the call is.
-    inline = wrap([InlineSequenceFunctionsPass()])
-    return [*inline, rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *wrap(final)]
+    return final + after_inference
 
 
 def quirk_rewrites(target: Target, options: LowerOptions, phase: str | None) -> list[ir.passes.PassBase]:
