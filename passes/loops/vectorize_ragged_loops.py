@@ -149,36 +149,15 @@ class _Env:
         if op == "Gather":
             return self._gather(p, ins, name)
         if op == "NonZero" and isinstance(ins[0], Dense) and ins[0].rank == 1:
-            mask = ins[0].value
-            rows, flat = self.rows.nonzero_pairs(mask, name)
-            if mask.dtype is None:
-                raise Cannot
-            zero = o.b.constant(np.zeros((), mask.dtype.numpy()), f"{name}_zero")
-            nonzero = o.op("Not", [o.op("Equal", [mask, zero], f"{name}_is_zero", dtype=ir.DataType.BOOL)],
-                           f"{name}_set", dtype=ir.DataType.BOOL)
-            lengths = o.b.reduce("ReduceSum", o.op("Cast", [nonzero], f"{name}_ones", dtype=INT64, to=INT64), [1],
-                                 f"{name}_lengths", keepdims=False)
-            return Ragged(flat, rows, lengths, (1, None))
+            return self._nonzero(ins[0].value, name)
         if op in ("Transpose", "Squeeze", "Unsqueeze") and isinstance(ins[0], Ragged):
             return self.rows.move_units(p, ins[0])
         if op in ("Squeeze", "Unsqueeze") and isinstance(ins[0], Dense):
-            axes = axes_of(p)
-            rank = ins[0].rank + (len(axes) if op == "Unsqueeze" and axes is not None else 0)
-            if axes is None or rank == 0:
-                raise Cannot
-            axes = sorted(a % rank for a in axes)
-            made = o.unsqueeze(ins[0].value, [a + 1 for a in axes], name) if op == "Unsqueeze" else \
-                o.b.squeeze(ins[0].value, [a + 1 for a in axes], name)
-            return Dense(made, rank if op == "Unsqueeze" else rank - len(axes))
+            return self._squeeze_dense(p, ins[0], name)
         if op == "Shape" and not p.attributes:
             return self._shape(ins[0], name)
         if op == "Slice" and isinstance(ins[0], Dense) and ins[0].rank == 1 and all(isinstance(x, ir.Value) for x in ins[1:] if x is not None):
-            starts, ends = (const_array(x) for x in p.inputs[1:3])
-            axes = const_array(p.inputs[3]) if len(p.inputs) > 3 and p.inputs[3] is not None else np.array([0])
-            steps = const_array(p.inputs[4]) if len(p.inputs) > 4 and p.inputs[4] is not None else None
-            if starts is None or ends is None or axes is None or int(axes.reshape(-1)[0]) != 0 or (steps is not None and int(steps.reshape(-1)[0]) != 1):
-                raise Cannot
-            return Dense(o.slice(ins[0].value, o.ints([int(starts.reshape(-1)[0])]), o.ints([int(ends.reshape(-1)[0])]), [1], name), 1)
+            return self._slice_dense(p, ins[0], name)
         if op == "Slice" and not isinstance(ins[0], Ragged) and len(ins) >= 3:
             return self.rows.slice_by_rows(p, ins, name)
         if op == "Range" and not any(isinstance(x, Ragged) for x in ins):
@@ -204,6 +183,41 @@ class _Env:
         if op in ELEMENTWISE and op != "Where" and len(ins) == 2:
             return self.rows.binary(p, ins, name)
         raise Cannot
+
+    def _nonzero(self, mask: ir.Value, name: str) -> Ragged:
+        """NonZero of each iteration's 1-D mask: its positions as ragged rows."""
+        o = self.o
+        rows, flat = self.rows.nonzero_pairs(mask, name)
+        if mask.dtype is None:
+            raise Cannot
+        zero = o.b.constant(np.zeros((), mask.dtype.numpy()), f"{name}_zero")
+        nonzero = o.op("Not", [o.op("Equal", [mask, zero], f"{name}_is_zero", dtype=ir.DataType.BOOL)],
+                       f"{name}_set", dtype=ir.DataType.BOOL)
+        lengths = o.b.reduce("ReduceSum", o.op("Cast", [nonzero], f"{name}_ones", dtype=INT64, to=INT64), [1],
+                             f"{name}_lengths", keepdims=False)
+        return Ragged(flat, rows, lengths, (1, None))
+
+    def _squeeze_dense(self, p: ir.Node, x: Dense, name: str) -> Dense:
+        o, op = self.o, p.op_type
+        axes = axes_of(p)
+        rank = x.rank + (len(axes) if op == "Unsqueeze" and axes is not None else 0)
+        if axes is None or rank == 0:
+            raise Cannot
+        axes = sorted(a % rank for a in axes)
+        made = o.unsqueeze(x.value, [a + 1 for a in axes], name) if op == "Unsqueeze" else \
+            o.b.squeeze(x.value, [a + 1 for a in axes], name)
+        return Dense(made, rank if op == "Unsqueeze" else rank - len(axes))
+
+    def _slice_dense(self, p: ir.Node, x: Dense, name: str) -> Dense:
+        """A constant slice of each iteration's 1-D value."""
+        o = self.o
+        starts, ends = (const_array(v) for v in p.inputs[1:3])
+        axes = const_array(p.inputs[3]) if len(p.inputs) > 3 and p.inputs[3] is not None else np.array([0])
+        steps = const_array(p.inputs[4]) if len(p.inputs) > 4 and p.inputs[4] is not None else None
+        if starts is None or ends is None or axes is None or int(axes.reshape(-1)[0]) != 0 \
+                or (steps is not None and int(steps.reshape(-1)[0]) != 1):
+            raise Cannot
+        return Dense(o.slice(x.value, o.ints([int(starts.reshape(-1)[0])]), o.ints([int(ends.reshape(-1)[0])]), [1], name), 1)
 
     def _count(self) -> ir.Value:
         return self.count
