@@ -103,24 +103,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
         unchecked = inferred.pending
         inferred.release()  # the region took its types; the whole model's inference result goes
     if region is not None:
-        if region.model.graph.node:
-            # What the rest of the region makes must not take a name the copies keep.
-            kept_names = {o for group, _, _ in templates for m in group.members for o in m.values}
-            if unchecked:
-                check_types(region.model, label)
-            rest, report = _lower_region(region, label, options, region.reserved | kept_names)
-        else:
-            rest, report = None, LowerReport()
-        report.notes.extend(overridable_notes([x for x in region.inputs if x in found.index.overridable]))
-        lowered, lowered_nodes, copied_infos = _with_copies(found, region, rest, report, templates) if templates \
-            else (rest, None, [])
-        # The region's gaps are the lowered sub-model's; outside it there is no sequence,
-        # only ops the target may lack.
-        inside = set(region.nodes)
-        outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target) \
-            if target.lacks else []
-        if splice(proto, region, lowered, lowered_nodes, copied_infos) is not None:
-            report.gaps = [*report.gaps, *outside]
+        report = _region_way(proto, found, region, templates, label, options, target, unchecked)
+        if report is not None:
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
     if unchecked and isinstance(inferred, InferredTypes):
@@ -132,6 +116,32 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     if base_dir is not None:
         ir.external_data.set_base_dir(model.graph, base_dir)
     return lower_with_report(model, options)
+
+
+def _region_way(proto: onnx.ModelProto, found: Found, region: Region, templates: list[_Template], label: str,
+                options: LowerOptions, target: Any, unchecked: bool) -> LowerReport | None:
+    """The region lowered (its repeated webs as copies of their templates) and spliced
+    back into ``proto``; None when it does not splice back (``proto`` is unchanged)."""
+    if region.model.graph.node:
+        # What the rest of the region makes must not take a name the copies keep.
+        kept_names = {o for group, _, _ in templates for m in group.members for o in m.values}
+        if unchecked:
+            check_types(region.model, label)
+        rest, report = _lower_region(region, label, options, region.reserved | kept_names)
+    else:
+        rest, report = None, LowerReport()
+    report.notes.extend(overridable_notes([x for x in region.inputs if x in found.index.overridable]))
+    lowered, lowered_nodes, copied_infos = _with_copies(found, region, rest, report, templates) if templates \
+        else (rest, None, [])
+    # The region's gaps are the lowered sub-model's; outside it there is no sequence,
+    # only ops the target may lack.
+    inside = set(region.nodes)
+    outside = lacking_ops([n for i, n in enumerate(proto.graph.node) if i not in inside], target) \
+        if target.lacks else []
+    if splice(proto, region, lowered, lowered_nodes, copied_infos) is None:
+        return None
+    report.gaps = [*report.gaps, *outside]
+    return report
 
 
 # A group's template: its members, its lowered sub-model and what lowering it reported.
