@@ -59,65 +59,71 @@ def sizing_shape(node: ir.Node) -> ir.Node | None:
 
 class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        def rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
-            if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
-                return None
-            m = node.inputs[0] if node.inputs else None
-            cond = node.inputs[1] if len(node.inputs) > 1 else None
-            # What may make it run no iteration: a run-time trip count, a run-time condition.
-            m = m if m is not None and const_array(m) is None else None
-            cond = cond if cond is not None and const_array(cond) is None else None
-            if m is None and cond is None:
-                return None
-            body = node.attributes["body"].as_graph()
-            if any(v is None for v in node.inputs[2:]) or carries_one_shape(node, body):
-                return None
-            slots = [k for k, (init, out) in enumerate(zip(node.inputs[2:], node.outputs))
-                     if init is not None and isinstance(init.type, ir.TensorType) and init.shape is not None
-                     and init.shape.rank() > 0 and out.uses() and not _sized(out)]
-            if not slots:
-                return None
-            o = Ops(scope.builder(node, names))
-            base = node.name or "loop"
-            runs = []
-            if m is not None:
-                trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
-                runs.append(o.op("Greater", [trips, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL, shape=[]))
-            if cond is not None:
-                runs.append(cond if cond.shape is not None and cond.shape.rank() == 0 else o.reshape(cond, o.ints([]), f"{base}_starts"))
-            ran = runs[0] if len(runs) == 1 else o.op("And", runs, f"{base}_ran", dtype=ir.DataType.BOOL, shape=[])
-            # Built before the Loop, then moved right after it (no scan of the graph for the
-            # node that follows it); constants stay where they are made, for other readers.
-            a = Ops(scope.builder(node, names))
-            for k in slots:
-                init, out = node.inputs[2 + k], node.outputs[k]
-                rank = init.shape.rank()
-                readers = list(out.uses())
-                # Only the axes that may grow: a static dim the body gives stays static
-                # (a Flat list's rows stay [?, W]: OpenVINO reshapes by a row's W entries,
-                # and a row read from a Slice of [?, ..W] rows is of dynamic rank there, fuzz
-                # seed 5447). The initial value's dim is W too, or not known (a run-time
-                # empty state of the same web: the same W).
-                # The body's input says it as well as its output (an If in the body may
-                # leave the output's [?, ?]).
-                said = [s for s in (body.outputs[1 + k].shape, body.inputs[2 + k].shape) if s is not None and s.rank() == rank]
-                axes = [i for i in range(rank) if not any(
-                    isinstance(s.dims[i], int) and (not isinstance(init.shape.dims[i], int) or s.dims[i] == init.shape.dims[i])
-                    for s in said)]
-                if not axes:
-                    continue
-                dims = a.op("Where", [ran, a.shape(out, f"{out.name or base}_ran_dims"), a.shape(init, f"{out.name or base}_init_dims")],
-                            f"{out.name or base}_dims", dtype=INT64, shape=[rank])
-                if len(axes) < rank:
-                    dims = a.op("Gather", [dims, a.ints(axes)], f"{out.name or base}_grown_dims", dtype=INT64, shape=[len(axes)])
-                sized = a.slice(out, a.ints([0] * len(axes)), dims, axes, f"{out.name or base}_sized")
-                sized.type, sized.shape = out.type, out.shape
-                for use in readers:
-                    use.node.replace_input_with(use.idx, sized)
-            made = [n for n in a.b.nodes if n.op_type != "Constant"]
-            for n in made:
-                scope.graph.remove(n)
-            scope.graph.insert_after(node, made)
-            return "tensor ops", "growing states sized to what the Loop ran (OpenVINO)"
+        return rewrite_each_node(model, _guard)
 
-        return rewrite_each_node(model, rewrite)
+
+def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+    if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
+        return None
+    m = node.inputs[0] if node.inputs else None
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    # What may make it run no iteration: a run-time trip count, a run-time condition.
+    m = m if m is not None and const_array(m) is None else None
+    cond = cond if cond is not None and const_array(cond) is None else None
+    if m is None and cond is None:
+        return None
+    body = node.attributes["body"].as_graph()
+    if any(v is None for v in node.inputs[2:]) or carries_one_shape(node, body):
+        return None
+    slots = [k for k, (init, out) in enumerate(zip(node.inputs[2:], node.outputs))
+             if init is not None and isinstance(init.type, ir.TensorType) and init.shape is not None
+             and init.shape.rank() > 0 and out.uses() and not _sized(out)]
+    if not slots:
+        return None
+    o = Ops(scope.builder(node, names))
+    base = node.name or "loop"
+    runs = []
+    if m is not None:
+        trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
+        runs.append(o.op("Greater", [trips, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL, shape=[]))
+    if cond is not None:
+        runs.append(cond if cond.shape is not None and cond.shape.rank() == 0 else o.reshape(cond, o.ints([]), f"{base}_starts"))
+    ran = runs[0] if len(runs) == 1 else o.op("And", runs, f"{base}_ran", dtype=ir.DataType.BOOL, shape=[])
+    # Built before the Loop, then moved right after it (no scan of the graph for the
+    # node that follows it); constants stay where they are made, for other readers.
+    a = Ops(scope.builder(node, names))
+    for k in slots:
+        _size_state(node, body, k, ran, a, base)
+    made = [n for n in a.b.nodes if n.op_type != "Constant"]
+    for n in made:
+        scope.graph.remove(n)
+    scope.graph.insert_after(node, made)
+    return "tensor ops", "growing states sized to what the Loop ran (OpenVINO)"
+
+
+def _size_state(node: ir.Node, body: ir.Graph, k: int, ran: ir.Value, a: Ops, base: str) -> None:
+    """The Loop's ``k``th state, read as the Loop gave it when it ran and as it came in
+    otherwise, along the axes that may grow."""
+    init, out = node.inputs[2 + k], node.outputs[k]
+    rank = init.shape.rank()
+    readers = list(out.uses())
+    # Only the axes that may grow: a static dim the body gives stays static (a Flat list's
+    # rows stay [?, W]: OpenVINO reshapes by a row's W entries, and a row read from a Slice
+    # of [?, ..W] rows is of dynamic rank there, fuzz seed 5447). The initial value's dim
+    # is W too, or not known (a run-time empty state of the same web: the same W). The
+    # body's input says it as well as its output (an If in the body may leave the
+    # output's [?, ?]).
+    said = [s for s in (body.outputs[1 + k].shape, body.inputs[2 + k].shape) if s is not None and s.rank() == rank]
+    axes = [i for i in range(rank) if not any(
+        isinstance(s.dims[i], int) and (not isinstance(init.shape.dims[i], int) or s.dims[i] == init.shape.dims[i])
+        for s in said)]
+    if not axes:
+        return
+    dims = a.op("Where", [ran, a.shape(out, f"{out.name or base}_ran_dims"), a.shape(init, f"{out.name or base}_init_dims")],
+                f"{out.name or base}_dims", dtype=INT64, shape=[rank])
+    if len(axes) < rank:
+        dims = a.op("Gather", [dims, a.ints(axes)], f"{out.name or base}_grown_dims", dtype=INT64, shape=[len(axes)])
+    sized = a.slice(out, a.ints([0] * len(axes)), dims, axes, f"{out.name or base}_sized")
+    sized.type, sized.shape = out.type, out.shape
+    for use in readers:
+        use.node.replace_input_with(use.idx, sized)

@@ -43,66 +43,74 @@ _PRIM_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Mod"})
 
 class ShapesAsTensorsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        shapes: set[ir.Value] = set()  # values that may be shape expressions to TVM
-        prims: set[ir.Value] = set()  # scalars that may be prim values to TVM
-        made: dict[ir.Value, ir.Value] = {}  # one conversion per value
+        return rewrite_each_node(model, _Conversion(model).rewrite)
 
-        def tensor_of(v: ir.Value, scope: Scope, names: NameAuthority) -> ir.Value:
-            """``v`` as a tensor, made once, right after what makes ``v`` (a subgraph's
-            reads of an outer shape share it)."""
-            if v not in made:
-                producer = v.producer()
-                assert producer is not None and producer.graph is not None  # (shapes come from nodes)
-                b = Builder(producer.graph, None, scope.opset, names, main_graph=producer.graph is model.graph, after=producer)
-                base = v.name or "shape"
-                x = v
-                if v in prims:
-                    x = b.unsqueeze(v, [0], f"{base}_dims")
-                t = b.op("Cast", [x], f"{base}_tensor", v.dtype, x.shape, to=v.dtype)
-                if v in prims:
-                    t = b.op("Reshape", [t, b.constant(np.zeros(0, np.int64), "scalar_shape")], f"{base}_scalar",
-                             v.dtype, v.shape)
-                made[v] = t
-            return made[v]
 
-        def rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
-            if not is_default_domain(node):
-                return None
-            if node.op_type == "If":
-                return None  # (its condition is a bool the frontend reads as it is)
-            ins = node.inputs
-            slot = TVM_SHAPE_SLOTS.get(node.op_type)  # (Ops.reshape_exact pins these)
-            if slot is not None and slot < len(ins) and (unpinned := _unpinned(ins[slot])) is not None:
-                # TVM folds a Concat of constants to a shape expression and a Reshape of one
-                # to a tensor, which no shape input takes (graph program 20387: the stacked
-                # dims of a ConcatFromSequence(new_axis=1), pinned to their length).
-                node.replace_input_with(slot, unpinned)
-                return node.op_type, "its shape read before the Reshape that pinned its length (TVM)"
-            if node.op_type == "Shape":
-                shapes.update(node.outputs)
-                if ins and ins[0] in shapes and ins[0].dtype is not None:
-                    # The shape of a shape: 'shape_of expects a tensor input' (program 20391).
-                    node.replace_input_with(0, tensor_of(ins[0], scope, names))
-                    return "tensor ops", "the shape of a value read off Shape taken of a tensor (TVM)"
-                return None
-            fed = [k for k, v in enumerate(ins) if v is not None and v.dtype is not None and (v in shapes or v in prims)]
-            if not fed:
-                return None
-            keep = _kept(node, shapes, prims)
-            if keep is not None:
-                (shapes if keep == "shape" else prims).update(node.outputs)
-                return None
-            if _takes(node, shapes, prims):
-                return None
-            for k in fed:
-                v = ins[k]
-                assert v is not None
-                if v in prims and (v.shape is None or v.shape.rank() != 0):
-                    continue  # (a prim that ONNX has as [1] has no scalar form to write)
-                node.replace_input_with(k, tensor_of(v, scope, names))
-            return "tensor ops", "a value read off Shape made a tensor before an op TVM's frontend takes none for"
+class _Conversion:
+    """The values that may be shape expressions or prims to TVM, found node after node,
+    and each made a tensor once where an op takes none."""
 
-        return rewrite_each_node(model, rewrite)
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.shapes: set[ir.Value] = set()  # values that may be shape expressions to TVM
+        self.prims: set[ir.Value] = set()  # scalars that may be prim values to TVM
+        self.made: dict[ir.Value, ir.Value] = {}  # one conversion per value
+
+    def tensor_of(self, v: ir.Value, scope: Scope, names: NameAuthority) -> ir.Value:
+        """``v`` as a tensor, made once, right after what makes ``v`` (a subgraph's reads
+        of an outer shape share it)."""
+        if v not in self.made:
+            producer = v.producer()
+            assert producer is not None and producer.graph is not None  # (shapes come from nodes)
+            b = Builder(producer.graph, None, scope.opset, names, main_graph=producer.graph is self.model.graph,
+                        after=producer)
+            base = v.name or "shape"
+            x = v
+            if v in self.prims:
+                x = b.unsqueeze(v, [0], f"{base}_dims")
+            t = b.op("Cast", [x], f"{base}_tensor", v.dtype, x.shape, to=v.dtype)
+            if v in self.prims:
+                t = b.op("Reshape", [t, b.constant(np.zeros(0, np.int64), "scalar_shape")], f"{base}_scalar",
+                         v.dtype, v.shape)
+            self.made[v] = t
+        return self.made[v]
+
+    def rewrite(self, node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+        if not is_default_domain(node):
+            return None
+        if node.op_type == "If":
+            return None  # (its condition is a bool the frontend reads as it is)
+        shapes, prims, ins = self.shapes, self.prims, node.inputs
+        slot = TVM_SHAPE_SLOTS.get(node.op_type)  # (Ops.reshape_exact pins these)
+        if slot is not None and slot < len(ins) and (unpinned := _unpinned(ins[slot])) is not None:
+            # TVM folds a Concat of constants to a shape expression and a Reshape of one to
+            # a tensor, which no shape input takes (graph program 20387: the stacked dims of
+            # a ConcatFromSequence(new_axis=1), pinned to their length).
+            node.replace_input_with(slot, unpinned)
+            return node.op_type, "its shape read before the Reshape that pinned its length (TVM)"
+        if node.op_type == "Shape":
+            shapes.update(node.outputs)
+            if ins and ins[0] in shapes and ins[0].dtype is not None:
+                # The shape of a shape: 'shape_of expects a tensor input' (program 20391).
+                node.replace_input_with(0, self.tensor_of(ins[0], scope, names))
+                return "tensor ops", "the shape of a value read off Shape taken of a tensor (TVM)"
+            return None
+        fed = [k for k, v in enumerate(ins) if v is not None and v.dtype is not None and (v in shapes or v in prims)]
+        if not fed:
+            return None
+        keep = _kept(node, shapes, prims)
+        if keep is not None:
+            (shapes if keep == "shape" else prims).update(node.outputs)
+            return None
+        if _takes(node, shapes, prims):
+            return None
+        for k in fed:
+            v = ins[k]
+            assert v is not None
+            if v in prims and (v.shape is None or v.shape.rank() != 0):
+                continue  # (a prim that ONNX has as [1] has no scalar form to write)
+            node.replace_input_with(k, self.tensor_of(v, scope, names))
+        return "tensor ops", "a value read off Shape made a tensor before an op TVM's frontend takes none for"
 
 
 def _unpinned(v: ir.Value | None) -> ir.Value | None:

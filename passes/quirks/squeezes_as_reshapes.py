@@ -45,7 +45,7 @@ def _axes(node: ir.Node, opset: int) -> list[int] | None:
 def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
     if node.op_type not in ("Squeeze", "Unsqueeze") or not is_default_domain(node) or not node.inputs:
         return None
-    x, out = node.inputs[0], node.outputs[0]
+    x = node.inputs[0]
     if x is None or x.shape is None or const_array(x) is not None or x.dtype is None:
         return None
     if all(isinstance(d, int) for d in x.shape.dims):
