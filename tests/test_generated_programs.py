@@ -13,6 +13,7 @@ import os
 import warnings
 
 import onnx
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,10 @@ from tests.helpers import lower_checked
 from tests.program_generator import generate
 
 EXAMPLES = int(os.environ.get("SEQLOWER_GENERATED_PROGRAMS", "150"))
+# Each test runs as this many items of EXAMPLES / SHARDS programs each: the suite's
+# workers share them (one item of 150 programs was a 30 s tail on one core). Hypothesis
+# draws each parametrized item's programs from its own seed (its node id).
+SHARDS = 5
 
 
 def _drawer(data):
@@ -34,16 +39,19 @@ def _drawer(data):
     return draw
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(st.data())
-def test_generated_program_lowers_and_matches(data):
+@pytest.mark.parametrize("shard", range(SHARDS))
+@settings(max_examples=EXAMPLES // SHARDS, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_program_lowers_and_matches(shard, data):
     m, feeds = generate(_drawer(data))
     lower_checked(m, inputs=[feeds], check_each_pass=True)
 
 
-@settings(max_examples=EXAMPLES // 2, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(st.data())
-def test_generated_program_with_stage7_shapes_lowers_and_matches(data):
+@pytest.mark.parametrize("shard", range(SHARDS))
+@settings(max_examples=EXAMPLES // 2 // SHARDS, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_program_with_stage7_shapes_lowers_and_matches(shard, data):
     m, feeds = generate(_drawer(data), shapes="v2")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)  # an input of unknown rank is accepted with one
@@ -86,9 +94,10 @@ def _repeated(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
     return out
 
 
-@settings(max_examples=EXAMPLES // 5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(st.data())
-def test_generated_programs_repeated_lower_and_match(data):
+@pytest.mark.parametrize("shard", range(2))
+@settings(max_examples=EXAMPLES // 5 // 2, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_programs_repeated_lower_and_match(shard, data):
     """Four copies of one program: equal webs, lowered once and copied (seqlower.fastpath.repeats)
     where a copy can be lowered alone, and every copy computes what the program does."""
     m, feeds = generate(_drawer(data))
@@ -131,9 +140,10 @@ def _chained(m: onnx.ModelProto, copies: int) -> onnx.ModelProto | None:
     return out
 
 
-@settings(max_examples=EXAMPLES // 5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(st.data())
-def test_generated_programs_chained_through_untouched_nodes_lower_and_match(data):
+@pytest.mark.parametrize("shard", range(3))
+@settings(max_examples=EXAMPLES // 5 // 3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_programs_chained_through_untouched_nodes_lower_and_match(shard, data):
     """Four copies of one program, each fed by the one before through nodes the lowering
     does not touch: the region is spliced around them, repeats apply where keys agree,
     and every copy computes what the program does."""
