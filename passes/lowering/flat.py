@@ -12,18 +12,9 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
-from seqlower.passes._rewrite import (
-    Scope,
-    append_once,
-    replace_output,
-    sequence_abi_entry,
-)
+from seqlower.passes._rewrite import Scope, append_once, replace_output, sequence_abi_entry
 from seqlower.passes.lowering.convert import Converter, Proto
-from seqlower.analysis.analyzer import (
-    Analysis,
-    model_input_dims,
-    node_label,
-)
+from seqlower.analysis.analyzer import Analysis, model_input_dims, node_label
 from seqlower.passes.lowering._tensor_ops import INT64, Ops
 from seqlower.ir.builder import Builder
 from seqlower.errors import ModelError

@@ -11,15 +11,10 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes.lowering._batched_map import elementwise_body
-from seqlower.passes._rewrite import (
-    Scope,
-    inline_map_body,
-)
+from seqlower.passes._rewrite import Scope, inline_map_body
 from seqlower.passes.lowering.convert import Collected, rule
 from seqlower.passes.lowering.convert_control import convert_if, convert_loop, map_as_loop
-from seqlower.analysis.analyzer import (
-    node_label,
-)
+from seqlower.analysis.analyzer import node_label
 from seqlower.passes.lowering._tensor_ops import INT64, Ops
 
 

@@ -43,15 +43,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._rewrite import (
-    Scope,
-)
+from seqlower.passes._rewrite import Scope
 from seqlower.passes.lowering.convert import Converter, WebLoweringPass, rule, rules
-from seqlower.analysis.analyzer import (
-    Analysis,
-    dynamic_split_squeezes,
-    node_label,
-)
+from seqlower.analysis.analyzer import Analysis, dynamic_split_squeezes, node_label
 from seqlower.passes.lowering._tensor_ops import INT64, Ops
 from seqlower.errors import ModelError
 from seqlower.ir.helpers import open_when_empty

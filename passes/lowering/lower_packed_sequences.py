@@ -21,16 +21,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._rewrite import (
-    Scope,
-)
+from seqlower.passes._rewrite import Scope
 from seqlower.passes.lowering.convert import Converter, WebLoweringPass, rule, rules
 from seqlower.passes.lowering._tensor_ops import INT64, MAX_INT64, Ops
-from seqlower.analysis.analyzer import (
-    Analysis,
-    dynamic_split_squeezes,
-    is_default_domain,
-)
+from seqlower.analysis.analyzer import Analysis, dynamic_split_squeezes, is_default_domain
 from seqlower.ir.helpers import loop_runs_all_trips, open_when_empty
 from seqlower.analysis.splits import unchanged_split_source
 

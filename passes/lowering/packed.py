@@ -10,18 +10,10 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
-from seqlower.passes._rewrite import (
-    Scope,
-    append_once,
-    replace_output,
-    sequence_abi_entry,
-)
+from seqlower.passes._rewrite import Scope, append_once, replace_output, sequence_abi_entry
 from seqlower.passes.lowering.convert import Converter, Proto
 from seqlower.passes.lowering._tensor_ops import INT64, MAX_INT64, Ops
-from seqlower.analysis.analyzer import (
-    Analysis,
-    model_input_dims,
-)
+from seqlower.analysis.analyzer import Analysis, model_input_dims
 from seqlower.ir.builder import Builder
 
 __all__ = ["PackedLowerer", "Packed", "empty_list", "len_along", "perm_from_front", "perm_to_front", "transpose"]

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._rewrite import (
-    Scope,
-)
+from seqlower.passes._rewrite import Scope
 from seqlower.passes.lowering.convert import Collected, rule
 from seqlower.passes.lowering.convert_control import convert_if, convert_loop, map_as_loop
 from seqlower.passes.lowering._batched_map import batched_plan, run_batched
 from seqlower.passes.lowering._tensor_ops import INT64, Ops
-from seqlower.analysis.analyzer import (
-    node_label,
-)
+from seqlower.analysis.analyzer import node_label
 
 from seqlower.passes.lowering.packed import PackedLowerer, Packed, empty_list, len_along
 
