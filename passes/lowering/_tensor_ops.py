@@ -118,8 +118,9 @@ class Ops:
             one = self.ints([1])
             full = self.op("Reshape", [padded, self.concat([one, safe], 0, f"{name}_safe1")], f"{name}_full")
             shape1 = self.concat([one, shape], 0, f"{name}_shape1")
-            axes = self.op("Range", [self.scalar(0), self.op("Size", [shape1], f"{name}_rank1", dtype=INT64), self.scalar(1)], f"{name}_axes")
-            sliced = self.slice(full, self.op("Sub", [shape1, shape1], f"{name}_starts"), shape1, axes, f"{name}_sliced")
+            # Every axis, as Slice reads starts and ends without axes: no axes computed at
+            # run time (TensorRT reads axes only as constants).
+            sliced = self.op("Slice", [full, self.op("Sub", [shape1, shape1], f"{name}_starts"), shape1], f"{name}_sliced")
             return self.b.squeeze(sliced, [0], name)
         full = self.op("Reshape", [padded, self._pinned(safe, rank, f"{name}_safe")], f"{name}_full")
         return self.slice(full, self.ints([0] * rank), shape, self.ints(list(range(rank))), name)

@@ -22,14 +22,23 @@ __all__ = ["LowerCumSumPass"]
 
 
 class LowerCumSumPass(ir.passes.InPlacePass):
+    """``kept``: element types whose CumSums stay (the target runs them); None: none stays."""
+
+    def __init__(self, kept: frozenset[ir.DataType] | None = None) -> None:
+        super().__init__()
+        self.kept = kept
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        return rewrite_each_node(model, _lower)
+        return rewrite_each_node(model, lambda node, scope, names: _lower(node, scope, names, self.kept))
 
 
-def _lower(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+def _lower(node: ir.Node, scope: Scope, names: NameAuthority,
+           kept: frozenset[ir.DataType] | None = None) -> tuple[str, str] | None:
     if node.op_type != "CumSum" or not is_default_domain(node) or len(node.inputs) < 2:
         return None
     x, axis_v = node.inputs[0], node.inputs[1]
+    if kept is not None and (x is None or x.dtype is None or x.dtype in kept):
+        return None
     axis_c = const_array(axis_v)
     if x is None or x.shape is None or axis_c is None or axis_c.size != 1:
         return None

@@ -33,6 +33,10 @@ class Target:
     sequences: bool
     lacks: frozenset[str]
     quirks: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # The default domain's opsets it reads (None: any), and, where its documentation lists
+    # them, the element types each op runs on (TensorProto names).
+    opsets: tuple[int, int] | None = None
+    types: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ def load_target(name: str) -> Target:
         sequences=bool(doc["sequences"]),
         lacks=frozenset(doc.get("lacks", [])),
         quirks=tuple((q["id"], q["text"]) for q in doc.get("quirks", [])),
+        opsets=tuple(doc["opsets"]) if "opsets" in doc else None,
+        types={op: tuple(ts) for op, ts in doc.get("types", {}).items()},
     )
 
 

@@ -86,6 +86,12 @@ _TABLE = [
     Quirk("if-run-time-shape", rewrite="loops.ifs_to_selects:for_run_time_shapes", ops=("If",), detector="branches:_if_run_time_shapes"),
     # (last of the op rewrites: the rewrites above may leave Ifs)
     Quirk("one-if-per-graph", rewrite="quirks.ifs_in_scans:IfsInScansPass", ops=("If",), detector="branches:_ifs_past_the_first"),
+    # TensorRT (from its parser's documentation: tools/trt_profile.py): the ops it runs
+    # only on some types, then the branches' names.
+    Quirk("trt-op-types", rewrite="quirks.supported_types:for_target", ops=("CumSum", "NonZero"),
+          detector="tensorrt:_unsupported_types"),
+    Quirk("trt-if-branches", rewrite="quirks.distinct_branch_outputs:DistinctBranchOutputsPass", ops=("If",),
+          detector="tensorrt:_if_branches"),
     # (whole-model: a user's Squeeze of an empty slice anywhere; the rewrites above write some)
     Quirk("squeeze-empty", rewrite="quirks.squeezes_as_reshapes:SqueezesAsReshapesPass", ops=("Squeeze", "Unsqueeze"),
           whole_model=True),
@@ -129,6 +135,15 @@ _TABLE = [
     Quirk("reshape-dynamic-rank", detector="shapes:_dynamic_rank_reshapes"),
     Quirk("zero-size-scan-output", detector="values:_zero_size_scan_outputs"),
     Quirk("no-strings", detector="values:_string_tensors"),
+    Quirk("trt-opset-range", detector="tensorrt:_opsets_out_of_range"),
+    # (a Constant node's value is weights to its parser, as an initializer is: the
+    # lowerings' constant axes pass; only computed ones are named)
+    Quirk("trt-axes-initializer", detector="tensorrt:_computed_axes"),
+    Quirk("trt-loop-scan-length", detector="tensorrt:_dynamic_scan_lengths"),
+    Quirk("trt-loop-carried-shape", detector="tensorrt:_growing_loop_states"),
+    Quirk("trt-constant-attributes", detector="tensorrt:_constant_attributes"),
+    Quirk("trt-topk", detector="tensorrt:_topks"),
+    Quirk("trt-uint8-io", detector="tensorrt:_uint8_inside"),
     Quirk("string-input", detector="values:_unread_string_inputs"),
     # -- handled otherwise ----------------------------------------------------------------
     Quirk("nested-scan-state", handled="lowering: no Loop is made a Scan inside a Scan for it (loop_fallbacks)"),
@@ -149,6 +164,7 @@ _TABLE = [
     Quirk("int64-as-int32", handled="values: int64 values past int32's range wrap; no node is wrong as such"),
     Quirk("integer-reductions-in-float32", handled="values: integer reductions past 2**24 round"),
     Quirk("reshape-empty", handled="values: empty only at the shapes it compiles for"),
+    Quirk("trt-double", handled="values: DOUBLE runs in float32, clamped to +-FLT_MAX (its documentation's words)"),
 ]
 
 QUIRKS: dict[str, Quirk] = {q.id: q for q in _TABLE}

@@ -1,0 +1,138 @@
+"""TensorRT's profile, read off onnx-tensorrt's docs/operators.md (tools/trt_profile.py):
+what it lacks and runs on which types, each restriction named by ``check --target
+tensorrt`` in the doc's words, and the forms the lowering for tensorrt writes instead
+(constant axes as initializers, integer CumSum counted by ReduceSum, NonZero of a float
+mask, If branches' outputs named apart), with the numbers unchanged. No TensorRT runs
+here: the numbers are checked on onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from seqlower.errors import describe_node
+from seqlower.targets import load_target, target_gaps
+from seqlower.targets.quirks import quirk_findings
+from tests.helpers import FLOAT, INT64, body, const, lower_checked, model, t
+from tests.test_exported_models import MODELS
+
+TRT = load_target("tensorrt")
+
+
+def _findings(m: onnx.ModelProto, quirk: str) -> list[tuple[str, str, str]]:
+    return quirk_findings(m, [quirk])
+
+
+def _node(op: str, *outputs: str) -> str:
+    return describe_node(op, "", list(outputs))
+
+
+def test_the_profile_is_the_docs_table():
+    # Marked N in the doc: every sequence and optional op, Compress, Unique, the string ops.
+    assert {"SequenceAt", "SplitToSequence", "ConcatFromSequence", "Optional", "Compress", "Unique",
+            "StringSplit"} <= TRT.lacks
+    assert TRT.opsets == (9, 20) and not TRT.sequences
+    assert TRT.types["NonZero"] == ("FLOAT", "FLOAT16")
+    assert "INT64" not in TRT.types["CumSum"] and "BOOL" in TRT.types["Where"]
+    assert "INT64" in TRT.types["ConstantOfShape"]  # (the doc's 'INF64')
+    assert set(TRT.types).isdisjoint(TRT.lacks)
+    assert {q for q, _ in TRT.quirks} >= {"trt-axes-initializer", "trt-op-types", "trt-loop-scan-length",
+                                          "trt-if-branches", "trt-opset-range", "no-strings"}
+
+
+def test_an_opset_past_20_is_named():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [t("x", FLOAT, [2])], [t("y", FLOAT, [2])], opset=21)
+    assert [w for w, _, _ in _findings(m, "trt-opset-range")] == ["the model's opset import ai.onnx 21"]
+    m17 = model([helper.make_node("Relu", ["x"], ["y"])], [t("x", FLOAT, [2])], [t("y", FLOAT, [2])], opset=17)
+    assert _findings(m17, "trt-opset-range") == []
+
+
+def test_axes_computed_at_run_time_are_named_and_constant_ones_pass():
+    computed = model([helper.make_node("Shape", ["x"], ["s"]),
+                      helper.make_node("Slice", ["s", "zero", "one"], ["a"]),
+                      helper.make_node("Sub", ["a", "one"], ["axes"]),
+                      helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
+                     [t("x", FLOAT, [3, 4])], [t("y", FLOAT, None)],
+                     initializer=[const("zero", np.array([0], np.int64)), const("one", np.array([1], np.int64))])
+    assert [w for w, _, _ in _findings(computed, "trt-axes-initializer")] == [_node('ReduceSum', 'y')]
+    # A Loop body's Constant axes are weights to TensorRT's parser (importConstant).
+    loop_body = body([helper.make_node("Constant", [], ["ax"], value=helper.make_tensor("v", INT64, [1], [1])),
+                      helper.make_node("ReduceSum", ["x", "ax"], ["r"], keepdims=0),
+                      helper.make_node("Add", ["acc", "r"], ["acc2"]),
+                      helper.make_node("Identity", ["c"], ["c2"])],
+                     [t("i", INT64, []), t("c", TensorProto.BOOL, []), t("acc", FLOAT, [3])],
+                     [t("c2", TensorProto.BOOL, []), t("acc2", FLOAT, [3])])
+    looped = model([helper.make_node("Loop", ["n", "", "acc0"], ["acc"], body=loop_body)],
+                   [t("x", FLOAT, [3, 4]), t("n", INT64, []), t("acc0", FLOAT, [3])], [t("acc", FLOAT, [3])])
+    assert _findings(looped, "trt-axes-initializer") == []
+
+
+def test_integer_cumsum_and_nonzero_are_written_in_types_tensorrt_runs():
+    # SplitToSequence by run-time sizes lowers to element bounds counted by an int64
+    # CumSum; a NonZero of an int64 mask finds the positions.
+    m = model([helper.make_node("CumSum", ["k", "ax"], ["c"]),
+               helper.make_node("NonZero", ["k"], ["nz"]),
+               helper.make_node("CumSum", ["x", "ax"], ["cx"])],
+              [t("k", INT64, ["n"]), t("x", FLOAT, ["n"])],
+              [t("c", INT64, ["n"]), t("nz", INT64, [1, None]), t("cx", FLOAT, ["n"])],
+              initializer=[const("ax", np.array(0, np.int64))])
+    named = {w for w, _, _ in _findings(m, "trt-op-types")}
+    assert named == {_node('CumSum', 'c'), _node('NonZero', 'nz')}
+    feeds = [{"k": np.array([3, 0, -2, 5], np.int64), "x": np.arange(4, dtype=np.float32)},
+             {"k": np.zeros(0, np.int64), "x": np.zeros(0, np.float32)}]
+    low, _ = lower_checked(m, inputs=feeds, target="tensorrt")
+    assert _findings(low, "trt-op-types") == []
+    assert [n.op_type for n in low.graph.node].count("CumSum") == 1  # (the float one stays)
+
+
+def test_if_branches_giving_outputs_of_one_name_are_named_apart():
+    then = body([helper.make_node("Identity", ["x"], ["r"])], [], [t("r", FLOAT, [2])])
+    other = body([helper.make_node("Neg", ["x"], ["r"])], [], [t("r", FLOAT, [2])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [t("c", TensorProto.BOOL, []), t("x", FLOAT, [2])], [t("y", FLOAT, [2])])
+    assert [w for w, _, _ in _findings(m, "trt-if-branches")] == [_node('If', 'y')]
+    low, _ = lower_checked(m, inputs=[{"c": np.array(True), "x": np.ones(2, np.float32)},
+                                      {"c": np.array(False), "x": np.ones(2, np.float32)}], target="tensorrt")
+    assert _findings(low, "trt-if-branches") == []
+
+
+def test_loops_tensorrt_cannot_parse_are_named():
+    grows = body([helper.make_node("Unsqueeze", ["i", "zero"], ["row"]),
+                  helper.make_node("Concat", ["acc", "row"], ["acc2"], axis=0),
+                  helper.make_node("Identity", ["c"], ["c2"]),
+                  helper.make_node("Identity", ["i"], ["step"])],
+                 [t("i", INT64, []), t("c", TensorProto.BOOL, []), t("acc", INT64, [None])],
+                 [t("c2", TensorProto.BOOL, []), t("acc2", INT64, [None]), t("step", INT64, [])])
+    m = model([helper.make_node("Loop", ["n", "", "acc0"], ["acc", "steps"], body=grows)],
+              [t("n", INT64, []), t("acc0", INT64, [0])], [t("acc", INT64, [None]), t("steps", INT64, [None])],
+              initializer=[const("zero", np.array([0], np.int64))])
+    assert [w for w, _, _ in _findings(m, "trt-loop-carried-shape")] == [_node('Loop', 'acc')]
+    assert [w for w, _, _ in _findings(m, "trt-loop-scan-length")] == [_node('Loop', 'acc')]
+
+
+def test_topk_and_constant_attributes_past_the_doc_are_named():
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], sorted=0),
+               helper.make_node("TopK", ["x", "big"], ["v2", "i2"]),
+               helper.make_node("Constant", [], ["s"], value_strings=["a"])],
+              [t("x", FLOAT, [5000])], [t("v", FLOAT, None), t("v2", FLOAT, None), t("s", TensorProto.STRING, [1])],
+              initializer=[const("k", np.array([2], np.int64)), const("big", np.array([4000], np.int64))])
+    assert [w for w, _, _ in _findings(m, "trt-topk")] == [_node('TopK', 'v', 'i'), _node('TopK', 'v2', 'i2')]
+    assert [w for w, _, _ in _findings(m, "trt-constant-attributes")] == [_node('Constant', 's')]
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_no_fixture_lowered_for_tensorrt_has_a_gap_seqlower_wrote(path):
+    """Of what check --target tensorrt names on a fixture lowered for it, nothing of the
+    op-type and axes restrictions is a node seqlower wrote: every such node was in the
+    input already (the ops and restrictions of the user's own model)."""
+    from seqlower import lower
+    from seqlower.io.inventory import walk_graphs
+
+    original = onnx.load(path)
+    mine = {describe_node(n.op_type, n.name, list(n.output)) for _, g, _ in walk_graphs(original) for n in g.node}
+    low = lower(original, target="tensorrt")
+    wrote = [(w, why) for w, _, why in quirk_findings(low, ["trt-op-types", "trt-axes-initializer"]) if w not in mine]
+    assert wrote == []
+    assert not [g for g in target_gaps(low, TRT) if g.sequence]
