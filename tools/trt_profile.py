@@ -80,7 +80,7 @@ def main() -> None:
     version = re.search(r"TensorRT ([\d.]+) supports operators in the inclusive range of opset (\d+) to opset (\d+)", doc)
     assert version is not None, "the doc no longer says its opset range"
     lacks, types = read_table(doc)
-    out = [f'name = "tensorrt"',
+    out = ["name = \"tensorrt\"",
            f'description = "TensorRT {version[1]}\'s ONNX parser, read off onnx-tensorrt\'s docs/operators.md '
            f'(TensorRT is not installable here: nothing was run on it); no sequence or optional op"',
            "sequences = false",
