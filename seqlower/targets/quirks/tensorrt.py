@@ -107,53 +107,45 @@ def _unsupported_types(model: onnx.ModelProto) -> Iterator[Finding]:
                                         f"{', '.join(allowed)} only (quirk trt-op-types)")
 
 
-def _constant_trip_counts(model: onnx.ModelProto) -> set[str]:
-    inits, constant_nodes = _constants(model)
-    return inits | constant_nodes
+def _loops(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto, onnx.GraphProto]]:
+    """(graph path, Loop node, its body) for every Loop with a body."""
+    for path, g, _ in walk_graphs(model):
+        for n in g.node:
+            body = next((a.g for a in n.attribute if a.name == "body"), None) \
+                if n.op_type == "Loop" and n.domain in _DEFAULT else None
+            if body is not None:
+                yield path, n, body
 
 
 def _dynamic_scan_lengths(model: onnx.ModelProto) -> Iterator[Finding]:
-    constant = _constant_trip_counts(model)
-    for path, g, _ in walk_graphs(model):
-        for n in g.node:
-            if n.op_type != "Loop" or n.domain not in _DEFAULT:
-                continue
-            body = next((a.g for a in n.attribute if a.name == "body"), None)
-            if body is None:
-                continue
-            scans = len(body.output) - 1 - (len(n.input) - 2)
-            trips = n.input[0] if n.input else ""
-            if scans > 0 and (not trips or trips not in constant):
-                yield (_where(n), path, f"it has {scans} scan output(s) and its trip count is "
-                                        f"{'not given' if not trips else 'computed at run time'}: TensorRT's parser "
-                                        "needs 'Scan output length cannot be dynamic' (quirk trt-loop-scan-length)")
+    inits, constant_nodes = _constants(model)
+    for path, n, body in _loops(model):
+        scans = len(body.output) - 1 - (len(n.input) - 2)
+        trips = n.input[0] if n.input else ""
+        if scans > 0 and (not trips or trips not in inits | constant_nodes):
+            yield (_where(n), path, f"it has {scans} scan output(s) and its trip count is "
+                                    f"{'not given' if not trips else 'computed at run time'}: TensorRT's parser "
+                                    "needs 'Scan output length cannot be dynamic' (quirk trt-loop-scan-length)")
 
 
 def _growing_loop_states(model: onnx.ModelProto) -> Iterator[Finding]:
-    m = inferred_model(model) or model
-    for path, g, _ in walk_graphs(m):
-        for n in g.node:
-            if n.op_type != "Loop" or n.domain not in _DEFAULT:
-                continue
-            body = next((a.g for a in n.attribute if a.name == "body"), None)
-            if body is None:
-                continue
-            made = {o: node for node in body.node for o in node.output}
-            for k in range(len(n.input) - 2):
-                if 2 + k >= len(body.input) or 1 + k >= len(body.output):
-                    break
-                state, out = body.input[2 + k], body.output[1 + k]
-                grows = made.get(out.name) is not None and made[out.name].op_type == "Concat" \
-                    and state.name in made[out.name].input
-                before, after = dims_of(state), dims_of(out)
-                differ = before is not None and after is not None and (
-                    len(before) != len(after)
-                    or any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(before, after)))
-                if grows or differ:
-                    yield (_where(n), path, f"what it carries as '{state.name}' changes shape from one iteration to "
-                                            "the next: TensorRT's parser needs 'The shape of Loop carried dependencies "
-                                            "must be the same across all loop iterations' (quirk trt-loop-carried-shape)")
-                    break
+    for path, n, body in _loops(inferred_model(model) or model):
+        made = {o: node for node in body.node for o in node.output}
+        for k in range(len(n.input) - 2):
+            if 2 + k >= len(body.input) or 1 + k >= len(body.output):
+                break
+            state, out = body.input[2 + k], body.output[1 + k]
+            grows = made.get(out.name) is not None and made[out.name].op_type == "Concat" \
+                and state.name in made[out.name].input
+            before, after = dims_of(state), dims_of(out)
+            differ = before is not None and after is not None and (
+                len(before) != len(after)
+                or any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(before, after)))
+            if grows or differ:
+                yield (_where(n), path, f"what it carries as '{state.name}' changes shape from one iteration to "
+                                        "the next: TensorRT's parser needs 'The shape of Loop carried dependencies "
+                                        "must be the same across all loop iterations' (quirk trt-loop-carried-shape)")
+                break
 
 
 def _if_branches(model: onnx.ModelProto) -> Iterator[Finding]:
