@@ -88,6 +88,8 @@ def target_gaps(model: onnx.ModelProto, target: Target, kept_loops: Mapping[str,
 def quirk_gaps(model: onnx.ModelProto, target: Target) -> list[Gap]:
     """The nodes a quirk of ``target`` that seqlower cannot rewrite around would hit
     (``seqlower.targets.quirks``)."""
+    if not target.quirks:
+        return []  # (no detector module to load)
     from seqlower.targets.quirks import quirk_findings
 
     return [Gap("op", where, path, why) for where, path, why in quirk_findings(model, [q for q, _ in target.quirks])]
