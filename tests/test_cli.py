@@ -441,3 +441,42 @@ def test_lower_for_a_target_verifies_on_its_own_runtime_or_says_it_did_not(capsy
     assert all(b["equivalent"] for b in doc["verify"]["backends"])
     code, out, _ = cli(capsys, "lower", src, "-o", tmp_path / "tg.onnx", "--target", "tinygrad", "--verify")
     assert code == 0 and "tinygrad's own runtime is not one the executor drives" in out
+
+
+def _unary(tmp_path, op: str) -> str:
+    path = str(tmp_path / f"{op}.onnx")
+    onnx.save(model([helper.make_node(op, ["x"], ["y"])], [t("x", FLOAT, [4])], [t("y", FLOAT, [4])]), path)
+    return path
+
+
+def test_verify_saves_each_failing_sample_as_backend_test_data(capsys, tmp_path):
+    """verify --save-failures (Stage 13, item 6): a sample that differs is written as a
+    backend test-data folder (inputs, the original's outputs, the lowered model's); run
+    back, each model gives what was saved. Equal samples write nothing."""
+    from seqlower.executor import Executor, load_inputs
+
+    relu, absolute = _unary(tmp_path, "Relu"), _unary(tmp_path, "Abs")
+    out = tmp_path / "failed"
+    code, text, _ = cli(capsys, "verify", relu, absolute, "--backend", "reference", "--samples", "3",
+                        "--save-failures", str(out))
+    assert code == 1 and "saved 3 failing sample(s)" in text
+    folders = sorted((out / "reference").iterdir())
+    assert [f.name for f in folders] == ["sample_0", "sample_1", "sample_2"]
+    for folder in folders:
+        assert sorted(p.name for p in folder.iterdir()) == ["input_0.pb", "lowered_output_0.pb", "output_0.pb"]
+        ex_a, ex_b = Executor(relu), Executor(absolute)
+        feeds = load_inputs(str(folder), ex_a.inputs)
+        saved = {p.name: onnx.numpy_helper.to_array(onnx.load_tensor(str(p))) for p in folder.glob("*output_0.pb")}
+        np.testing.assert_array_equal(ex_a.run(feeds).outputs["y"], saved["output_0.pb"])
+        np.testing.assert_array_equal(ex_b.run(feeds).outputs["y"], saved["lowered_output_0.pb"])
+    same = tmp_path / "none"
+    code, text, _ = cli(capsys, "verify", relu, relu, "--backend", "reference", "--save-failures", str(same))
+    assert code == 0 and "saved 0 failing sample(s)" in text and not same.exists()
+
+
+def test_verify_save_failures_to_a_file_is_one_line_and_exit_2(capsys, tmp_path):
+    relu, absolute = _unary(tmp_path, "Relu"), _unary(tmp_path, "Abs")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    code, _, err = cli(capsys, "verify", relu, absolute, "--backend", "reference", "--save-failures", str(blocker))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write the failing samples" in err

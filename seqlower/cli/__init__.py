@@ -163,6 +163,7 @@ def _add_verify(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
                            seqlower verify a.onnx b.onnx --inputs x.npz --rtol 1e-4 --json
                            seqlower verify a.onnx b.onnx --samples 10 --dim batch=0 --dim seq=7
                            seqlower verify a.onnx b.onnx --backend onnxruntime --inputs test_data_set_0/
+                           seqlower verify a.onnx b.onnx --save-failures failed/
                        """))
     p.add_argument("original")
     p.add_argument("lowered")
@@ -171,6 +172,10 @@ def _add_verify(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--rtol", type=float, help="relative tolerance for floats (default: by dtype)")
     p.add_argument("--atol", type=float, help="absolute tolerance for floats (default: by dtype)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("--save-failures", metavar="DIR",
+                   help="write each sample that differs, or that the lowered model fails, to "
+                        "DIR/BACKEND/sample_K/ in the backend test-data layout: input_J.pb, the original's "
+                        "output_J.pb and the lowered model's lowered_output_J.pb")
     _add_exec_options(p, ".npz file or backend test-data folder (input_J.pb); repeat for several samples",
                       compare=True)
     p.set_defaults(func="verify:cmd_verify")

@@ -101,7 +101,8 @@ def compare(original: Any, lowered: Any, args: argparse.Namespace, given: list[d
                               lowered_backend=lowered_backend,
                               rtol=getattr(args, "rtol", None), atol=getattr(args, "atol", None),
                               keepdims_policy=args.keepdims_policy, ort_opt_level=args.ort_opt_level,
-                              progress=lambda i, n, b=lowered_backend: bar.step(f"{b} sample {i + 1} of {n}")))
+                              progress=lambda i, n, b=lowered_backend: bar.step(f"{b} sample {i + 1} of {n}"),
+                              keep=getattr(args, "save_failures", None) is not None))
     bar.close()
     return Verdict(reports, notes)
 
@@ -110,13 +111,46 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from seqlower import __version__
 
     verdict = compare(args.original, args.lowered, args, load_given_inputs(args.original, args.inputs))
+    saved = save_failures(verdict, args.save_failures) if args.save_failures else []
     if args.json:
         doc = {"seqlower_version": __version__, "original": args.original, "lowered": args.lowered,
                **verdict.to_json()}
         print(json.dumps(nulls(doc), indent=2))
     else:
         print_verdict(verdict, args.original, args.lowered, Console())
+        if args.save_failures:
+            print(f"saved {len(saved)} failing sample(s) in {args.save_failures}")
     return EXIT_OK if verdict.equivalent else EXIT_FAIL
+
+
+def save_failures(verdict: Verdict, folder: str) -> list[str]:
+    """Each kept sample (one that differs, or that the lowered model fails) as a backend
+    test-data folder, ``folder/BACKEND/sample_K/``: what a runtime's own tests, or
+    ``seqlower run --inputs``, read back. Gives the folders written."""
+    from pathlib import Path
+
+    from seqlower.executor import save_values
+
+    written = []
+    for report in verdict.reports:
+        if report.ports is None:
+            continue
+        inputs, original_outputs, lowered_outputs = report.ports
+        for s in report.samples:
+            if s.feeds is None:
+                continue
+            where = Path(folder) / report.backend.replace(" ", "_") / f"sample_{s.index}"
+            try:
+                save_values(where, "input", inputs, [s.feeds[p.name] for p in inputs])
+                if s.expected is not None:
+                    save_values(where, "output", original_outputs, [s.expected[p.name] for p in original_outputs])
+                if s.actual is not None:
+                    save_values(where, "lowered_output", lowered_outputs,
+                                [s.actual[p.name] for p in lowered_outputs])
+            except OSError as e:
+                raise SeqlowerError(f"{folder}: cannot write the failing samples ({e.strerror or e})") from None
+            written.append(str(where))
+    return written
 
 
 def print_verdict(verdict: Verdict, a: str, b: str, out: Callable[[str], None]) -> None:

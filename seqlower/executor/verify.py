@@ -25,6 +25,11 @@ class SampleReport:
     status: str  # "equal" | "different" | "lowered failed" | "original failed"
     outputs: list[OutputReport] = field(default_factory=list)
     error: str = ""
+    # With ``verify(keep=True)``, for a sample that differs or that the lowered model
+    # failed: its inputs, and each model's outputs (None where it failed).
+    feeds: dict[str, Any] | None = field(default=None, repr=False)
+    expected: dict[str, Any] | None = field(default=None, repr=False)
+    actual: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +47,8 @@ class VerifyReport:
     samples: list[SampleReport]
     notes: list[str]
     interface_error: str = ""
+    # The ports of the two models (with ``verify(keep=True)``): where kept samples go.
+    ports: tuple[list[Any], list[Any], list[Any]] | None = field(default=None, repr=False)
 
     @property
     def compared(self) -> int:
@@ -80,18 +87,23 @@ def verify(
     keepdims_policy: str = "auto",
     ort_opt_level: str = "all",
     progress: Callable[[int, int], None] | None = None,
+    keep: bool = False,
 ) -> VerifyReport:
     """Run both models on the given inputs (or ``samples`` synthesized ones) and compare.
 
     A sample the original rejects says nothing about the lowering and is not counted;
     at least one sample must be compared for the models to be called equivalent.
-    ``progress(done, total)`` is called before each sample.
+    ``progress(done, total)`` is called before each sample. ``keep``: the inputs and both
+    outputs of every sample that differs or that the lowered model fails stay on its
+    report (``SampleReport.feeds``, ``expected``, ``actual``), to be saved.
     """
     report = VerifyReport(backend if lowered_backend in (None, backend) else f"{backend} vs {lowered_backend}", [], [])
     pair = _executors(report, original, lowered, backend, lowered_backend or backend, keepdims_policy, ort_opt_level)
     if pair is None:
         return report
     a, b = pair
+    if keep:
+        report.ports = (a.inputs, a.outputs, b.outputs)
     # A lowering bounded by --max-trips / --dim-max says at run time when a Loop needed more.
     flag = next((p.value for p in b.proto.metadata_props if p.key == TRIPS_EXCEEDED_KEY), None)
     if flag is not None and flag not in {p.name for p in b.outputs}:
@@ -106,7 +118,9 @@ def verify(
             progress(index, len(feeds_list))
         sample = SampleReport(index, source, "equal")
         report.samples.append(sample)
-        _run_sample(report, sample, a, b, feeds, flag, rtol, atol)
+        expected, actual = _run_sample(report, sample, a, b, feeds, flag, rtol, atol)
+        if keep and sample.status in ("different", "lowered failed"):
+            sample.feeds, sample.expected, sample.actual = feeds, expected, actual
     return report
 
 
@@ -138,30 +152,33 @@ def _executors(report: VerifyReport, original: ModelSource, lowered: ModelSource
 
 
 def _run_sample(report: VerifyReport, sample: SampleReport, a: Executor, b: Executor, feeds: dict[str, Any],
-                flag: str | None, rtol: float | None, atol: float | None) -> None:
-    """One sample through both models; ``sample`` says how they compared."""
+                flag: str | None, rtol: float | None, atol: float | None,
+                ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """One sample through both models; ``sample`` says how they compared. Gives each
+    model's outputs (None where it failed)."""
     try:
         expected = a.run(feeds)
     except SeqlowerError as e:
         sample.status, sample.error = "original failed", str(e)
-        return
+        return None, None
     _add_notes(report, expected.notes, "original")
     try:
         actual = b.run(feeds)
     except SeqlowerError as e:
         sample.status, sample.error = "lowered failed", str(e)
-        return
+        return expected.outputs, None
     _add_notes(report, actual.notes, "lowered")
     if flag is not None and bool(np.asarray(actual.outputs[flag]).any()):
         sample.status = "lowered failed"
         sample.error = (f"a Loop needed more steps than its bound (--max-trips / --dim-max): {flag} is true,"
                         " the outputs are those of the first steps")
-        return
+        return expected.outputs, actual.outputs
     for port in a.outputs:
         out = compare_values(port.name, expected.outputs[port.name], actual.outputs[port.name], rtol, atol)
         sample.outputs.append(out)
         if not out.ok:
             sample.status = "different"
+    return expected.outputs, actual.outputs
 
 
 def _add_notes(report: VerifyReport, notes: list[str], which: str) -> None:
