@@ -469,6 +469,9 @@ def test_verify_saves_each_failing_sample_as_backend_test_data(capsys, tmp_path)
         saved = {p.name: onnx.numpy_helper.to_array(onnx.load_tensor(str(p))) for p in folder.glob("*output_0.pb")}
         np.testing.assert_array_equal(ex_a.run(feeds).outputs["y"], saved["output_0.pb"])
         np.testing.assert_array_equal(ex_b.run(feeds).outputs["y"], saved["lowered_output_0.pb"])
+    code, text, _ = cli(capsys, "verify", relu, absolute, "--backend", "reference", "--samples", "2",
+                        "--save-failures", str(tmp_path / "again"), "--json")
+    assert json.loads(text)["saved_failures"] == [str(tmp_path / "again" / "reference" / f"sample_{k}") for k in (0, 1)]
     same = tmp_path / "none"
     code, text, _ = cli(capsys, "verify", relu, relu, "--backend", "reference", "--save-failures", str(same))
     assert code == 0 and "saved 0 failing sample(s)" in text and not same.exists()

@@ -119,3 +119,25 @@ def test_topk_and_constant_attributes_past_the_doc_are_named():
               initializer=[const("k", np.array([2], np.int64)), const("big", np.array([4000], np.int64))])
     assert [w for w, _, _ in _findings(m, "trt-topk")] == [_node('TopK', 'v', 'i'), _node('TopK', 'v2', 'i2')]
     assert [w for w, _, _ in _findings(m, "trt-constant-attributes")] == [_node('Constant', 's')]
+
+
+def test_the_profile_tool_reads_the_docs_table_as_written():
+    """tools/trt_profile.py on rows as the doc writes them: N lacked, Y with its types (the
+    doc's INF64 read as INT64), a row without trailing cells, the header skipped."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from trt_profile import read_table
+
+    doc = """| Operator | Supported  | Supported Types | Restrictions |
+|---|---|---|---|
+| Compress                  | N          |
+| ConstantOfShape           | Y          | FP32, FP16, BF16, INT32, INF64, BOOL |
+| NonZero                   | Y          | FP32, FP16
+| CumSum                    | Y          | FP32, FP16, BF16 | `axis` must be an initializer |
+"""
+    lacks, types = read_table(doc)
+    assert lacks == ["Compress"]
+    assert types == {"ConstantOfShape": ["BFLOAT16", "BOOL", "FLOAT", "FLOAT16", "INT32", "INT64"],
+                     "NonZero": ["FLOAT", "FLOAT16"], "CumSum": ["BFLOAT16", "FLOAT", "FLOAT16"]}

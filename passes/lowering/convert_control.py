@@ -22,7 +22,7 @@ from seqlower.passes._rewrite import (
 from seqlower.passes.lowering._tensor_ops import Ops
 from seqlower.passes.folds.fold_static_ifs import CARRIED_LISTS_KEY
 
-from seqlower.passes.lowering.convert import Collected, Converter, Proto, proto_of
+from seqlower.passes.lowering.convert import Collected, Converter, Proto, proto_of, rule
 
 __all__ = ["convert_if", "convert_loop", "map_as_loop"]
 
@@ -223,3 +223,16 @@ def map_as_loop(
         hows.append(p.how)
     node.attributes.pop("body")
     return "Loop: " + ", ".join(hows)
+
+
+# The representations whose values an If returns and a Loop carries as their tensors
+# (``Converter.carrying``); Unrolled has its own If (an empty list is nothing to return).
+@rule("If", "flat", "packed", "optional")
+def _if(cv: Converter, node: ir.Node, _helper: object, scope: Scope) -> str:
+    convert_if(cv, node, scope)
+    return f"If returning {cv.carrying}"
+
+
+@rule("Loop", "flat", "packed", "optional")
+def _loop(cv: Converter, node: ir.Node, _helper: object, scope: Scope) -> str:
+    return convert_loop(cv, node, scope)

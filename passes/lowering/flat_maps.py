@@ -13,7 +13,7 @@ import onnx_ir as ir
 from seqlower.passes.lowering._batched_map import elementwise_body
 from seqlower.passes._rewrite import Scope, inline_map_body
 from seqlower.passes.lowering.convert import Collected, rule
-from seqlower.passes.lowering.convert_control import convert_if, convert_loop, map_as_loop
+from seqlower.passes.lowering.convert_control import map_as_loop
 from seqlower.analysis.analyzer import node_label
 from seqlower.passes.lowering._tensor_ops import INT64, Ops
 
@@ -21,17 +21,6 @@ from seqlower.passes.lowering._tensor_ops import INT64, Ops
 from seqlower.passes.lowering.flat import FlatLowerer, FlatSeq, flat_tensor, scan_row, unscan_rows
 
 __all__: list[str] = []
-
-
-@rule("If", "flat")
-def _if(lw: FlatLowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    convert_if(lw, node, scope)
-    return "If returning the tensors"
-
-
-@rule("Loop", "flat")
-def _loop(lw: FlatLowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    return convert_loop(lw, node, scope)
 
 
 @rule("SequenceMap", "flat")

@@ -30,7 +30,8 @@ from seqlower.passes._rewrite import (
     replace_output,
 )
 from seqlower.passes.lowering.convert import Converter, Proto, Rule, rule, rules
-from seqlower.passes.lowering.convert_control import convert_if, convert_loop
+# (registers the If and Loop rules it shares with Flat and Packed)
+from seqlower.passes.lowering import convert_control  # noqa: F401
 from seqlower import ops
 from seqlower.analysis.analyzer import is_default_domain, shape_json
 from seqlower.ir.builder import Builder
@@ -274,17 +275,6 @@ def _pair_of(lw: _Lowerer, v: ir.Value, b: Builder) -> tuple[ir.Value, ir.Value]
     if v in lw.pairs or _is_optional(v):
         return lw.pair(v)
     return lw.flag(True, b), v
-
-
-@rule("If", "optional")
-def _if(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    convert_if(lw, node, scope)
-    return "If returning present + payload"
-
-
-@rule("Loop", "optional")
-def _loop(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
-    return convert_loop(lw, node, scope)
 
 
 RULES = rules("optional")

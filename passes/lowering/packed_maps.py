@@ -9,7 +9,7 @@ import onnx_ir as ir
 
 from seqlower.passes._rewrite import Scope
 from seqlower.passes.lowering.convert import Collected, rule
-from seqlower.passes.lowering.convert_control import convert_if, convert_loop, map_as_loop
+from seqlower.passes.lowering.convert_control import map_as_loop
 from seqlower.passes.lowering._batched_map import batched_plan, run_batched
 from seqlower.passes.lowering._tensor_ops import INT64, Ops
 from seqlower.analysis.analyzer import node_label
@@ -17,17 +17,6 @@ from seqlower.analysis.analyzer import node_label
 from seqlower.passes.lowering.packed import PackedLowerer, Packed, empty_list, len_along
 
 __all__: list[str] = []
-
-
-@rule("If", "packed")
-def _if(lw: PackedLowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    convert_if(lw, node, scope)
-    return "If returning the packed tensors"
-
-
-@rule("Loop", "packed")
-def _loop(lw: PackedLowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
-    return convert_loop(lw, node, scope)
 
 
 def _batched_map(lw: PackedLowerer, node: ir.Node, body: ir.Graph, o: Ops) -> bool:

@@ -114,7 +114,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     saved = save_failures(verdict, args.save_failures) if args.save_failures else []
     if args.json:
         doc = {"seqlower_version": __version__, "original": args.original, "lowered": args.lowered,
-               **verdict.to_json()}
+               **verdict.to_json(), **({"saved_failures": saved} if args.save_failures else {})}
         print(json.dumps(nulls(doc), indent=2))
     else:
         print_verdict(verdict, args.original, args.lowered, Console())

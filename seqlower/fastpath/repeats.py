@@ -167,7 +167,7 @@ class _Keys:
         gives it). A stack's blocks joined by a residual Add read the Add's output: typed
         so, the keys do not wait for the whole model's deferred inference (0.7 s of a
         10,000-node chain's 1.8 s)."""
-        tp = known.get(x) or self.types.get(x)
+        tp = known[x] if x in known else self.types.get(x)
         if tp is not None:
             return tp if tp.WhichOneof("value") == "tensor_type" and _static(tp) else None
         k = self.initializers.get(x)
@@ -177,7 +177,9 @@ class _Keys:
         if x in self._static_types or depth > 64:
             return self._static_types.get(x)
         i = self.found.index.producer.get(x)
-        op, domain, attributed = self.found.kinds[i] if i is not None else ("", "", True)
+        if i is None:
+            return None
+        op, domain, attributed = self.found.kinds[i]
         if op not in _ELEMENTWISE or domain not in DEFAULT_DOMAINS or attributed:
             return None
         types = [self._static_type(v, known, depth + 1) if v else None for v in self.found.nodes[i].input]
@@ -191,7 +193,7 @@ class _Keys:
         self._static_types[x] = onnx.helper.make_tensor_type_proto(types[0].tensor_type.elem_type, list(dims))  # type: ignore[union-attr]
         return self._static_types[x]
 
-    def _input(self, x: str, comp: set[int], known: Mapping[str, onnx.TypeProto] | None,
+    def _input(self, x: str, comp: set[int], known: dict[str, onnx.TypeProto] | None,
                symbols: dict[str, str]) -> bytes | None:
         """What the key holds of an input ``x``: its value (a constant) or its type (only its
         element type while ``known`` is None: the first, structural key); None: the
@@ -209,7 +211,7 @@ class _Keys:
             tp = self._static_type(x, known)
             if tp is not None:
                 # (``build`` types the template's input with it, as it types the rest)
-                known[x] = tp  # type: ignore[index]
+                known[x] = tp
         if tp is None:
             tp = self._type(x)
         if p is not None and p not in comp:
@@ -224,10 +226,12 @@ class _Keys:
                            if tp is not None and tp.WhichOneof("value") == "tensor_type" else b"?")
         return b"t" + (numbered_type(tp, symbols) if tp is not None else b"?")
 
-    def key(self, m: Member, known: Mapping[str, onnx.TypeProto] | None = None) -> bytes | None:
+    def key(self, m: Member, known: dict[str, onnx.TypeProto] | None = None) -> bytes | None:
         """The member's key; see ``_input`` for ``known``. With ``known``, the dim names of
         what it reads and declares are numbered in the order they come (a layer's input
-        named ``unk__7`` where the last one's was ``unk__5`` is the same): ``m.symbols``."""
+        named ``unk__7`` where the last one's was ``unk__5`` is the same): ``m.symbols``.
+        The static types it derives for what it reads (``_static_type``) go into ``known``,
+        so the template's sub-model is typed by them too."""
         inside = set(m.nodes)
         described = [m.shape]
         symbols: dict[str, str] = {}

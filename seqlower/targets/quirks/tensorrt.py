@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import onnx
 
+from seqlower import ops
 from seqlower.errors import describe_node
 from seqlower.io.inventory import walk_graphs
 from seqlower.targets import load_target
@@ -19,8 +20,6 @@ Finding = tuple[str, str, str]
 
 # The input that holds the axes (from the opset where it is an input).
 _AXES_INPUT = {"Slice": 3, "Squeeze": 1, "Unsqueeze": 1, "Pad": 3, "CumSum": 1}
-_REDUCTIONS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
-               "ReduceProd", "ReduceSum", "ReduceSumSquare")
 # Ops whose 'Supported Types' are of another value than their first input.
 _DATA_INPUT = {"Where": 1}
 _OF_OUTPUT = frozenset({"ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"})
@@ -42,28 +41,32 @@ def _opsets_out_of_range(model: onnx.ModelProto) -> Iterator[Finding]:
                    f"TensorRT's parser reads opsets {lo} to {hi} only (quirk trt-opset-range)")
 
 
-def _constants(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
-    """The names of every initializer, and of every Constant node's output, in any graph."""
-    inits, made = set(), set()
+def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto | None]:
+    """Every initializer and every Constant node's output, in any graph, with its tensor
+    (None for a Constant of another attribute): weights to TensorRT's parser, which takes
+    a Constant's value as weights as it takes an initializer (importConstant)."""
+    found: dict[str, onnx.TensorProto | None] = {}
     for _, g, is_fn in walk_graphs(model):
         if not is_fn:
-            inits.update(t.name for t in g.initializer)
-        made.update(n.output[0] for n in g.node if n.op_type == "Constant" and n.domain in _DEFAULT and n.output)
-    return inits, made
+            found.update((t.name, t) for t in g.initializer)
+        for n in g.node:
+            if n.op_type == "Constant" and n.domain in _DEFAULT and n.output:
+                found[n.output[0]] = n.attribute[0].t if n.attribute and n.attribute[0].HasField("t") else None
+    return found
 
 
 def _computed_axes(model: onnx.ModelProto) -> Iterator[Finding]:
-    inits, constant_nodes = _constants(model)
+    constants = _constants(model)
     for path, g, _ in walk_graphs(model):
         for n in g.node:
             if n.domain not in _DEFAULT:
                 continue
-            slot = 1 if n.op_type in _REDUCTIONS else _AXES_INPUT.get(n.op_type)
+            slot = 1 if n.op_type in ops.REDUCE_OPS else _AXES_INPUT.get(n.op_type)
             if slot is None or slot >= len(n.input) or not n.input[slot]:
                 continue
             axes = n.input[slot]
-            if axes in inits or axes in constant_nodes:
-                continue  # (weights to its parser: importConstant gives a Constant's value as weights)
+            if axes in constants:
+                continue
             word = "axis" if n.op_type == "CumSum" else "axes"
             yield (_where(n), path, f"its {word} '{axes}' is not an initializer, which TensorRT's parser needs "
                                     f"('`{word}` must be an initializer') (quirk trt-axes-initializer)")
@@ -78,10 +81,7 @@ def _element_types(model: onnx.ModelProto) -> dict[str, int]:
             for v in (*g.input, *g.output, *g.value_info):
                 if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type:
                     types[v.name] = v.type.tensor_type.elem_type
-            types.update((t.name, t.data_type) for t in g.initializer)
-        for n in g.node:
-            if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t") and n.output:
-                types[n.output[0]] = n.attribute[0].t.data_type
+    types.update((name, t.data_type) for name, t in _constants(m).items() if t is not None)
     return types
 
 
@@ -118,11 +118,11 @@ def _loops(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto, onnx.G
 
 
 def _dynamic_scan_lengths(model: onnx.ModelProto) -> Iterator[Finding]:
-    inits, constant_nodes = _constants(model)
+    constants = _constants(model)
     for path, n, body in _loops(model):
         scans = len(body.output) - 1 - (len(n.input) - 2)
         trips = n.input[0] if n.input else ""
-        if scans > 0 and (not trips or trips not in inits | constant_nodes):
+        if scans > 0 and (not trips or trips not in constants):
             yield (_where(n), path, f"it has {scans} scan output(s) and its trip count is "
                                     f"{'not given' if not trips else 'computed at run time'}: TensorRT's parser "
                                     "needs 'Scan output length cannot be dynamic' (quirk trt-loop-scan-length)")
@@ -181,13 +181,7 @@ def _constant_attributes(model: onnx.ModelProto) -> Iterator[Finding]:
 
 
 def _topks(model: onnx.ModelProto) -> Iterator[Finding]:
-    values = {}
-    for _, g, is_fn in walk_graphs(model):
-        if not is_fn:
-            values.update((t.name, t) for t in g.initializer)
-        for n in g.node:
-            if n.op_type == "Constant" and n.attribute and n.attribute[0].HasField("t") and n.output:
-                values[n.output[0]] = n.attribute[0].t
+    constants = _constants(model)
     for path, g, _ in walk_graphs(model):
         for n in g.node:
             if n.op_type != "TopK" or n.domain not in _DEFAULT:
@@ -195,10 +189,11 @@ def _topks(model: onnx.ModelProto) -> Iterator[Finding]:
             if any(a.name == "sorted" and a.i == 0 for a in n.attribute):
                 yield _where(n), path, "it is unsorted, where TensorRT's parser needs '`sorted` must be 1' (quirk trt-topk)"
                 continue
-            k = values.get(n.input[1]) if len(n.input) > 1 else None
-            if k is not None and int(onnx.numpy_helper.to_array(k).reshape(-1)[0]) >= _TOPK_LIMIT:
-                yield (_where(n), path, f"its K is {int(onnx.numpy_helper.to_array(k).reshape(-1)[0])}, where TensorRT's "
-                                        "parser needs '`K` input must be less than 3840' (quirk trt-topk)")
+            k = constants.get(n.input[1]) if len(n.input) > 1 else None
+            count = int(onnx.numpy_helper.to_array(k).reshape(-1)[0]) if k is not None else 0
+            if count >= _TOPK_LIMIT:
+                yield (_where(n), path, f"its K is {count}, where TensorRT's parser needs '`K` input must be less "
+                                        "than 3840' (quirk trt-topk)")
 
 
 def _uint8_inside(model: onnx.ModelProto) -> Iterator[Finding]:
