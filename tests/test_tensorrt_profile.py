@@ -141,3 +141,17 @@ def test_the_profile_tool_reads_the_docs_table_as_written():
     assert lacks == ["Compress"]
     assert types == {"ConstantOfShape": ["BFLOAT16", "BOOL", "FLOAT", "FLOAT16", "INT32", "INT64"],
                      "NonZero": ["FLOAT", "FLOAT16"], "CumSum": ["BFLOAT16", "FLOAT", "FLOAT16"]}
+
+
+def test_a_flat_lists_bounds_of_unknown_row_shape_are_counted_in_a_type_tensorrt_runs():
+    """Random program 230076 (v3 shapes, opset 24): a Loop carries a Flat list whose rows
+    lost their shape, and its bounds' integer CumSum was left for want of a rank. Its rows
+    are [n, W] by construction: the sizes are 1-D, the CumSum is counted by ReduceSum."""
+    import random
+
+    from tests.program_generator import generate
+
+    rng = random.Random(230076)
+    m, feeds = generate(lambda kind, *a: rng.randint(a[0], a[1]) if kind == "int" else rng.choice(a[0]), shapes="v3")
+    low, _ = lower_checked(m, inputs=[feeds], target="tensorrt")
+    assert _findings(low, "trt-op-types") == []

@@ -154,7 +154,11 @@ class FlatLowerer(Converter):
         base = fs.shapes.name or "seq"
         if key == "bounds":
             sizes = o.b.reduce("ReduceProd", fs.shapes, [1], f"{base}_sizes", keepdims=False)
-            ends = o.op("CumSum", [sizes, o.scalar(0)], f"{base}_ends")
+            # One size a row of [n, W] shapes, whatever the type of ``shapes`` says (a Loop's
+            # carried rows may have lost their shape): a CumSum of a known rank is one a
+            # target without it (or without it on integers: TensorRT) gets rewritten.
+            sizes.dtype, sizes.shape = INT64, ir.Shape([None])
+            ends = o.op("CumSum", [sizes, o.scalar(0)], f"{base}_ends", shape=[None])
             v = o.concat([o.ints([0]), ends], 0, f"{base}_bounds")
         elif key == "dims":
             v = o.shape(fs.shapes, f"{base}_dims")
