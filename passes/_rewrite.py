@@ -17,7 +17,7 @@ from seqlower.ir.helpers import subgraphs
 
 __all__ = [
     "Scope", "walk_scopes", "replace_output", "rewrite_record", "inline_graph", "returned_by", "rebuild_node",
-    "named_copy", "take_over", "take_places", "hand_over", "discard_subgraphs", "note_max_unroll", "write_abi", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "visit_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
+    "named_copy", "take_over", "take_places", "hand_over", "discard_subgraphs", "note_max_unroll", "write_abi", "read_abi_doc", "write_abi_doc", "sequence_abi_entry", "append_once", "map_loop_body", "inline_map_body", "rewrite_each_node", "visit_each_node", "REPORT_KEY", "NOTES_KEY", "ABI_KEY", "OPTIONAL_SEQUENCES_KEY",
 ]
 
 
@@ -265,12 +265,21 @@ def note_max_unroll(model: ir.Model, webs: Sequence[object], into: str) -> None:
             notes.append(f"--max-unroll stopped unrolling: {reason}; lowered as {into} tensors instead")
 
 
+def read_abi_doc(model: ir.Model) -> dict:
+    """The model's ABI mapping (``seqlower.abi``), a new empty one when it has none."""
+    props = model.metadata_props
+    return json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
+
+
+def write_abi_doc(model: ir.Model, doc: dict) -> None:
+    model.metadata_props[ABI_KEY] = json.dumps(doc, sort_keys=True)
+
+
 def write_abi(model: ir.Model, key: str, entries: list[dict]) -> None:
     """Append ABI entries (``key``: inputs or outputs) to the model's mapping."""
-    props = model.metadata_props
-    doc = json.loads(props[ABI_KEY]) if ABI_KEY in props else {"version": 1, "inputs": [], "outputs": []}
+    doc = read_abi_doc(model)
     doc.setdefault(key, []).extend(entries)
-    props[ABI_KEY] = json.dumps(doc, sort_keys=True)
+    write_abi_doc(model, doc)
 
 
 def sequence_abi_entry(

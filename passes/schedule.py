@@ -34,6 +34,7 @@ from seqlower.passes.lowering.lower_zip_map import LowerZipMapPass
 from seqlower.passes.folds.drop_empty_concat_operands import DropEmptyConcatOperandsPass
 from seqlower.passes.quirks.merge_equal_slices import MergeEqualSlicesPass
 from seqlower.passes.folds.sink_transposes import SinkTransposesPass
+from seqlower.passes.folds.specialize_shapes import SpecializeShapesPass
 from seqlower.passes.quirks.unfold_empty_loop_states import UnfoldEmptyLoopStatesPass, has_constant_empty_state
 from seqlower.passes.loops.unroll_constant_scans import UnrollConstantScansPass
 from seqlower.passes.loops.unroll_loops import UnrollLoopsPass
@@ -93,7 +94,9 @@ def build_passes(options: LowerOptions, *, check_each: bool = False,
     runtime_ranks = wrap([LowerFlatSequencesPass(options.max_unroll, options.keepdims_policy, options.packed)])
     # A list crossing a model-local function's boundary is lowered where the call is.
     inline = wrap([InlineSequenceFunctionsPass()])
-    return [*inline, rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *final]
+    specialize = wrap([SpecializeShapesPass(options.input_shapes, options.fixed_dims, options.keepdims_policy)]) \
+        if options.specialized else []
+    return [*specialize, *inline, rounds, ThenAgain(ir.passes.PassManager(runtime_ranks), rounds), *final]
 
 
 def _round(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
@@ -104,7 +107,12 @@ def _round(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
         for_target.append(LowerCompressPass())
     # Without Loop, constant-trip Loops become straight-line code first, so that the
     # sequences they carry are static for the lowerings after.
+    # Specialized to fixed shapes, every Loop whose trip count became a constant is unrolled.
     unroll: list[ir.passes.PassBase] = [UnrollLoopsPass(options.max_unroll)] if "Loop" in target.lacks else []
+    if options.specialized and "Loop" not in target.lacks:
+        # A while loop over a dim that became a constant is counted, then unrolled (a Loop
+        # that stays is no gap here: no reasons recorded).
+        unroll = [CountedLoopsPass(), UnrollLoopsPass(options.max_unroll, select=_every_loop)]
     fold = FoldSequenceConstantsPass(options.keepdims_policy, options.max_unroll, options.packed)
     return [
         *unroll,
@@ -129,6 +137,10 @@ def _round(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
         *([IfsToSelectsPass()] if "If" in target.lacks else []),
         CleanUpGraphPass(),
     ]
+
+
+def _every_loop(node: ir.Node) -> bool:
+    return True
 
 
 def _after_rounds(options: LowerOptions, target: Target, inferred_after: bool) -> list[ir.passes.PassBase]:

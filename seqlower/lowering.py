@@ -14,7 +14,6 @@ from typing import Any
 
 import onnx
 import onnx_ir as ir
-import onnxscript.optimizer
 from onnx_ir.passes import common
 
 from seqlower.analysis.analyzer import Analysis, analyze
@@ -27,6 +26,8 @@ from seqlower.ops import makes_lists
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.folds.infer_sequence_shapes import InferSequenceShapesPass
+from seqlower.passes.folds.specialize_shapes import fixed_of
+from seqlower.passes.folds.fold_tensor_constants import fold_tensor_constants
 from seqlower.passes.lowering.lower_zip_map import LowerZipMapPass
 from seqlower.passes.schedule import after_folding, build_passes, loop_fallbacks
 from seqlower.passes.loops.unroll_loops import UnrollLoopsPass
@@ -86,13 +87,16 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None, *,
         # into it: only an ml-only classifier's ZipMap can go, returned as its input.
         passes = [] if load_target(options.target).sequences else [LowerZipMapPass()]
     model = _run_passes(passes, model) if passes else model
-    if optimize and options.optimize and model.meta.get(REPORT_KEY):
+    # A model lowered at fixed shapes is folded whole, as a region is: the user asked for
+    # every static thing to fold (--input-shape); the nodes outside sequences included.
+    if (optimize or options.specialized) and options.optimize and model.meta.get(REPORT_KEY):
         _optimize(model, options)
     report.notes.extend(overridable_notes(overridable))
     _forget_impossible_dims(model)
     report.rewrites = list(model.meta.get(REPORT_KEY, []))
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     report.kept_loops = _kept_loops(model)
+    report.fixed = fixed_of(model)
     proto = weightless_proto(model)
     # Shapeless graph inputs/outputs are accepted from the input (warned about there),
     # and a declared shape the model's own computation contradicts may be dropped; a
@@ -262,7 +266,7 @@ def optimize_region(model: ir.Model) -> None:
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        onnxscript.optimizer.fold_constants(model)
+        fold_tensor_constants(model)
         # Not onnx_ir's IdentityEliminationPass: it makes a Loop body's output an outer
         # value, which onnx's checker refuses; the splice bypasses the Identities that matter.
         ir.passes.Sequential(

@@ -41,3 +41,12 @@ class LowerOptions:
     # output seqlower_trips_exceeded says when a run needed more.
     max_trips: int | None = None
     dim_max: dict[str, int] = field(default_factory=dict)
+    # Shape specialization (--input-shape NAME=D0,D1,..., --fix-dim NAME=VALUE): the model
+    # is lowered for these shapes only (passes/folds/specialize_shapes.py); what becomes
+    # static folds, constant-trip Loops unroll within max_unroll, lists lower Unrolled.
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    fixed_dims: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def specialized(self) -> bool:
+        return bool(self.input_shapes or self.fixed_dims)

@@ -21,6 +21,8 @@ class LowerReport:
     kept_loops: dict[str, str] = field(default_factory=dict)
     # What the target cannot run in the lowered model (targets.Gap), node by node.
     gaps: list[Gap] = field(default_factory=list)
+    # What --input-shape / --fix-dim fixed: {"shapes": {input: dims}, "dims": {name: value}}.
+    fixed: dict[str, dict] = field(default_factory=dict)
 
     @property
     def tensor_only(self) -> bool:
@@ -32,7 +34,7 @@ class LowerReport:
         # The gaps are reported with the target's name (seqlower lower's "target").
         return {"tensor_only": self.tensor_only, "rewrites": [dict(r) for r in self.rewrites],
                 "remaining": [dict(r) for r in self.remaining], "notes": list(self.notes),
-                "kept_loops": dict(self.kept_loops)}
+                "kept_loops": dict(self.kept_loops), **({"fixed": self.fixed} if self.fixed else {})}
 
 
 def overridable_notes(names: list[str]) -> list[str]:

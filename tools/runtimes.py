@@ -18,6 +18,10 @@ cannot otherwise run are unrolled into N predicated steps (``seqlower lower --ma
 a case that needs more steps raises the model's ``seqlower_trips_exceeded`` output and is
 counted as ``over N`` (it is not a wrong number: the model said so).
 
+With ``--specialize``, each case is lowered for its own input shapes first (``seqlower
+lower --input-shape``, every graph input at the case's sizes) and run on that lowering: a
+cell is the cases that ran and matched, named gaps counted apart.
+
 With ``--programs N``, the cells are N random programs of the graph fuzzer instead
 (tests/program_generator.py, ``--shapes v3``, seeds from ``--seed``): each is lowered for
 each runtime and, unless ``check --target`` names a gap before anything runs, run there on
@@ -185,6 +189,57 @@ def cell(m: onnx.ModelProto, runtime: str, path: Path, max_trips: int | None = N
     return text, ok == n, wrong > 0
 
 
+def specialized_cell(m: onnx.ModelProto, runtime: str, path: Path) -> tuple[str, int, int, int, int]:
+    """Each case lowered at its own input shapes (``--input-shape``) and run: the cell, and
+    the cases that ran right, that were named before running, that ran to wrong numbers,
+    of the cases the export itself runs."""
+    cases = [c for c in load_cases(path) if _original_runs(path, c[0])]
+    ok = named = wrong = 0
+    first = ""
+    for feeds, expected in cases:
+        shapes = {k: tuple(np.asarray(v).shape) for k, v in feeds.items()}
+        try:
+            lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime, input_shapes=shapes))
+        except Exception as e:  # noqa: BLE001 - the table reports every failure
+            first = first or f"lowering: {str(e).splitlines()[0]}"[:48]
+            continue
+        low = to_proto(lowered)
+        gaps = target_gaps(low, load_target(runtime), report.kept_loops)
+        if gaps:
+            named += 1
+            first = first or f"gap: {gaps[0].where}: {gaps[0].why}"[:48]
+            continue
+        try:
+            out = run(low, runtime, feeds)
+        except Exception as e:  # noqa: BLE001
+            first = first or str(e).split(":", 2)[-1].strip()[:48]
+            continue
+        good = all(out[k].shape == v.shape and np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in expected.items())
+        ok += good
+        wrong += not good
+    text = f"{ok}/{len(cases)}" + (f" named {named}" if named else "") + (f" WRONG {wrong}" if wrong else "") \
+        + (f" {first}" if first and ok < len(cases) else "")
+    return text, ok, named, wrong, len(cases)
+
+
+def specialized(available: list[str]) -> None:
+    width = max(len(p.stem) for p in MODELS)
+    print(f"{'model':<{width}}  " + "  ".join(f"{r:<56}" for r in available))
+    totals = {r: [0, 0, 0, 0] for r in available}
+    for path in MODELS:
+        m = onnx.load(path)
+        cells = []
+        for r in available:
+            text, *counts = specialized_cell(m, r, path)
+            totals[r] = [a + b for a, b in zip(totals[r], counts)]
+            cells.append(f"{text:<56}")
+        print(f"{path.stem:<{width}}  " + "  ".join(cells), flush=True)
+    for r in available:
+        ok, named, wrong, n = totals[r]
+        print(f"{r}: {n} cases at their own shapes: {ok} ran and matched ({100 * ok / max(n, 1):.1f}%),"
+              f" {named} named by check --target, {wrong} WRONG numbers, {n - ok - named - wrong} failed unnamed")
+
+
 def program(seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """Random program ``seed`` of the graph fuzzer and its feeds (tools/fuzz_programs.py)."""
     import random
@@ -252,6 +307,7 @@ def main() -> None:
     ap.add_argument("--max-trips", type=int, help="as for seqlower lower")
     ap.add_argument("--programs", type=int, metavar="N", help="N random programs instead of the fixtures")
     ap.add_argument("--seed", type=int, default=0, help="the first program's seed (with --programs)")
+    ap.add_argument("--specialize", action="store_true", help="each case lowered at its own input shapes")
     args = ap.parse_args()
     asked = args.runtimes or list(RUNTIMES)
     unknown = [r for r in asked if r not in RUNTIMES]
@@ -263,6 +319,9 @@ def main() -> None:
             print(f"{r}: not installed")
     if args.programs:
         programs(available, args.programs, args.seed)
+        return
+    if args.specialize:
+        specialized(available)
         return
     width = max(len(p.stem) for p in MODELS)
     print(f"{'model':<{width}}  " + "  ".join(f"{r:<56}" for r in available))

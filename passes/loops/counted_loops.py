@@ -61,7 +61,7 @@ def _count(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     m = node.inputs[0]
     # What the loop counts up to: the trip count, or (a while loop) what its initial
     # condition compares a constant with.
-    start_cmp = None if m is not None else _constant_less(node.inputs[1])
+    start_cmp = None if m is not None else _constant_less(node.inputs[1]) or _started(node, body)
     if m is None and start_cmp is None:
         return None
     bound = _root(m) if m is not None else start_cmp[1]
@@ -75,7 +75,7 @@ def _count(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
             continue
         if _same_value(bo) is bi:
             through.add(k)
-            if _root(init) is bound:
+            if _is_bound(init, bound):
                 facts[bi] = ("trips", 0)
             continue
         if bi.dtype is None or not bi.dtype.is_integer():
@@ -97,10 +97,48 @@ def _count(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     return "Loop", "while condition proven to end the loop only at its trip count: a counted Loop"
 
 
+def _is_bound(v: ir.Value | None, bound: ir.Value | None) -> bool:
+    """``v`` is the count ``bound``: the same value (through casts), or, where folding
+    made both constants (shapes fixed), the same integral number."""
+    if v is None or bound is None:
+        return False
+    r = _root(v)
+    if r is bound:
+        return True
+    a, b = const_array(r) if r is not None else None, const_array(bound)
+    return a is not None and b is not None and a.size == 1 and b.size == 1 \
+        and float(a.reshape(())) == float(b.reshape(())) and float(a.reshape(())).is_integer()
+
+
 def _same_value(v: ir.Value) -> ir.Value:
     while (p := v.producer()) is not None and p.op_type == "Identity" and is_default_domain(p) and p.inputs[0] is not None:
         v = p.inputs[0]
     return v
+
+
+def _started(node: ir.Node, body: ir.Graph) -> tuple[None, ir.Value] | None:
+    """``(None, R)`` for a while loop whose initial condition is a constant true (its
+    ``a < R`` folded, once the shapes were fixed) and whose body compares with ``R``, a
+    value it carries through unchanged from R outside, or reads from outside."""
+    start = const_array(node.inputs[1])
+    if start is None or start.size != 1 or not bool(start.reshape(())):
+        return None
+    p = _same_value(body.outputs[0]).producer()
+    if p is None or not is_default_domain(p) or p.op_type not in ("Less", "Greater") or len(p.inputs) != 2:
+        return None
+    big = _root(p.inputs[1] if p.op_type == "Less" else p.inputs[0])
+    if big is None or big in body.inputs[:2]:
+        return None
+    if big not in body.inputs[2:]:
+        # A value from outside the body (dynamo reads the bound as an outer constant).
+        owner = big.graph if big.producer() is None else big.producer().graph
+        return (None, big) if owner is not body and big.dtype is not None and big.dtype.is_integer() else None
+    k = body.inputs.index(big) - 2
+    init = node.inputs[2 + k] if 2 + k < len(node.inputs) else None
+    if init is None or _same_value(body.outputs[1 + k]) is not big:
+        return None
+    r = _root(init)
+    return (None, r) if r is not None and r.dtype is not None and r.dtype.is_integer() else None
 
 
 def _constant_less(cond: ir.Value) -> tuple[int, ir.Value] | None:
@@ -141,11 +179,16 @@ def _is_dim(v: ir.Value) -> bool:
     return False
 
 
-def _while_trips(node: ir.Node, a: int, bound: ir.Value, c: int, scope: Scope, names: NameAuthority) -> ir.Value:
-    """The trips of ``while``: the first runs when ``a < R``, step k+1 when ``k + c < R``,
-    so ``R - c + 1`` of them (at least one) if the first runs, else none."""
+def _while_trips(node: ir.Node, a: int | None, bound: ir.Value, c: int, scope: Scope, names: NameAuthority) -> ir.Value:
+    """The trips of ``while``: the first runs when ``a < R`` (always: ``a`` None), step k+1
+    when ``k + c < R``, so ``R - c + 1`` of them (at least one) if the first runs, else none."""
     o = Ops(scope.builder(node, names))
     base = node.name or "loop"
+    known = const_array(bound)
+    if known is not None and known.size == 1:
+        # (shapes fixed: a constant count, which a Loop unrolling reads)
+        value = int(known.reshape(()))
+        return o.scalar(0 if a is not None and not a < value else max(value - c + 1, 1))
     r = bound if bound.dtype == INT64 else o.op("Cast", [bound], f"{base}_bound", dtype=INT64, to=INT64)
     if r.shape is None or r.shape.rank() != 0:
         r = o.reshape(r, o.ints([]), f"{base}_bound_scalar")
@@ -153,9 +196,11 @@ def _while_trips(node: ir.Node, a: int, bound: ir.Value, c: int, scope: Scope, n
         # ``i = 0; while i < n: ...; i += 1`` over a dim n: n trips, and a trip count that
         # is a dim (tract types a Scan over it, not over a computed one).
         return r
-    runs = o.op("Less", [o.scalar(a), r], f"{base}_runs", dtype=ir.DataType.BOOL, shape=[])
     steps = o.op("Max", [o.op("Add", [r, o.scalar(1 - c)], f"{base}_steps_if_run", dtype=INT64, shape=[]), o.scalar(1)],
                  f"{base}_steps_run", dtype=INT64, shape=[])
+    if a is None:
+        return steps
+    runs = o.op("Less", [o.scalar(a), r], f"{base}_runs", dtype=ir.DataType.BOOL, shape=[])
     return o.op("Where", [runs, steps, o.scalar(0)], f"{base}_trip_count", dtype=INT64, shape=[])
 
 
@@ -177,7 +222,7 @@ def _fact(v: ir.Value | None, facts: dict[ir.Value, Fact], trips: ir.Value | Non
         return None
     if v in facts:
         return facts[v]
-    if trips is not None and _root(v) is trips:
+    if _is_bound(v, trips):
         return ("trips", 0)
     p = v.producer()
     if p is None or not is_default_domain(p):
@@ -231,7 +276,7 @@ def _starts_iff_trips(cond: ir.Value, trips: ir.Value | None) -> bool:
         small, big = p.inputs if p.op_type == "Less" else reversed(p.inputs)
         s = const_array(small) if small is not None else None
         # c < M with c <= 0: false means M <= c <= 0, no iteration either way.
-        return s is not None and s.size == 1 and float(s.reshape(())) <= 0 and trips is not None and _root(big) is trips
+        return s is not None and s.size == 1 and float(s.reshape(())) <= 0 and _is_bound(big, trips)
     return False
 
 

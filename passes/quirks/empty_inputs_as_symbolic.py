@@ -10,13 +10,22 @@ range": its ONNX frontend reads every Reshape as special_zero, allowzero or not)
 fuzz seeds 14824, 15849, 16273. The same models with the dim named run right on the
 empty input, and compute the same on it as the original: the lowered model accepts
 more shapes than the export declared, never fewer. Intermediate shapes stay as inferred.
+
+A model lowered at fixed shapes (``--input-shape``) has such Reshapes of its own: a
+Reshape with ``allowzero`` to a constant shape with a 0 (an empty list's data, grouped).
+Its output is empty, so its shape says everything: it becomes the ``ConstantOfShape`` of
+that shape, which OpenVINO reads right (quirk "empty-constant").
 """
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._rewrite import REPORT_KEY
+from seqlower.ir.builder import NameAuthority
+from seqlower.ir.helpers import const_array
+from seqlower.passes._rewrite import REPORT_KEY, Scope, read_abi_doc, replace_output, rewrite_each_node
+from seqlower.passes.lowering._tensor_ops import Ops
 
 __all__ = ["EmptyInputsAsSymbolicPass"]
 
@@ -24,7 +33,11 @@ __all__ = ["EmptyInputsAsSymbolicPass"]
 class EmptyInputsAsSymbolicPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         records = []
-        for v in model.graph.inputs:
+        # Lowered at shapes the user fixed (--input-shape), the dims stay (the model is valid
+        # at those shapes only): what they make static is folded by seqlower, and the
+        # Reshapes left are rewritten below; check --target names what still folds wrong.
+        fixed = read_abi_doc(model).get("fixed")
+        for v in [] if fixed else model.graph.inputs:
             dims = list(v.shape.dims) if v.shape is not None else []
             if not any(isinstance(d, int) and d == 0 for d in dims):
                 continue
@@ -34,4 +47,23 @@ class EmptyInputsAsSymbolicPass(ir.passes.InPlacePass):
                             "how": f"declared {before} with its dims of 0 named, which OpenVINO otherwise folds wrong "
                                    "(OpenVINO)"})
         model.meta.setdefault(REPORT_KEY, []).extend(records)
-        return ir.passes.PassResult(model, bool(records))
+        reshaped = rewrite_each_node(model, _empty_reshape)
+        return ir.passes.PassResult(model, bool(records) or reshaped.modified)
+
+
+def _empty_reshape(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+    if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+        return None
+    allowzero = node.attributes.get("allowzero")
+    dims = const_array(node.inputs[1])
+    data = node.inputs[0]
+    if allowzero is None or allowzero.as_int() != 1 or dims is None or 0 not in dims or data is None \
+            or data.dtype is None or data.dtype == ir.DataType.STRING:
+        return None
+    o = Ops(scope.builder(node, names))
+    value = ir.tensor(np.zeros(1, dtype=data.dtype.numpy()), dtype=data.dtype)
+    empty = o.op("ConstantOfShape", [node.inputs[1]], f"{node.name or 'reshape'}_empty", dtype=data.dtype,
+                 shape=[int(d) for d in dims], value=value)
+    replace_output(node.outputs[0], empty, scope, names, node, owned=True)
+    scope.graph.remove(node, safe=True)
+    return "ConstantOfShape", "a Reshape to a constant empty shape made by ConstantOfShape of it (OpenVINO)"

@@ -43,6 +43,17 @@ def _dim_bound(text: str) -> tuple[str, int]:
     return name.strip(), int(value)
 
 
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    # rpartition: a tf2onnx input is named like "input:0" and never holds "=" in its dims.
+    name, sep, value = text.rpartition("=")
+    dims = value.strip().strip("[]").replace(" ", "")
+    if not sep or not name.strip() or not all(d.isdigit() for d in dims.split(",") if dims) \
+            or (dims and "" in dims.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=D0,D1,... with non-negative integer dims (NAME= for a scalar), got {text!r}")
+    return name.strip(), tuple(int(d) for d in dims.split(",")) if dims else ()
+
+
 def _pos_int(text: str) -> int:
     value = _nonneg_int(text)
     if value == 0:
@@ -100,6 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_shape_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", type=_input_shape, action="append", metavar="NAME=D0,D1,...",
+                   help="lower the model for this shape of graph input NAME only (repeatable; a sequence input's:"
+                        " its elements'): what becomes static folds (Shape to constants), Loops with a constant"
+                        " trip count unroll within --max-unroll, and lists lower one value per element; the ABI"
+                        " and the report say what was fixed, and --verify runs at those shapes")
+    p.add_argument("--fix-dim", type=_dim_bound, action="append", metavar="NAME=VALUE",
+                   help="the symbolic dim NAME is VALUE in every input and output that has it (repeatable); as"
+                        " --input-shape")
+
+
 def _add_lower(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("lower", help="lower a model's sequence ops (or every model below a folder)",
                        formatter_class=fmt,
@@ -114,6 +136,8 @@ def _add_lower(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
                            seqlower lower models/ -o lowered/ -j 2 --junit lower.xml
                            seqlower lower model.onnx -o out.onnx --max-unroll 16 --keepdims-policy spec
                            seqlower lower model.onnx -o out.onnx --target tinygrad --dim-max seq=128
+                           seqlower lower model.onnx -o out.onnx --target tvm --input-shape x=1,3,224,224 --verify
+                           seqlower lower model.onnx -o out.onnx --fix-dim batch=1 --fix-dim seq=16
                        """))
     p.add_argument("models", nargs="+", metavar="model", help="input model(s) or folder(s) (never modified)")
     p.add_argument("-o", "--output", required=True,
@@ -135,6 +159,7 @@ def _add_lower(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--dim-max", type=_dim_bound, action="append", metavar="NAME=N",
                    help="the largest size of the model input dim NAME (repeatable): a Loop whose trip count is"
                         " that dim (plus a constant) gets that many steps, as with --max-trips")
+    _add_shape_options(p)
     p.add_argument("--no-optimize", dest="optimize", action="store_false",
                    help="skip onnxscript's optimizer (constant folding, common subexpressions, identity removal),"
                         " which otherwise runs on what seqlower rewrote, never on the model's other nodes")

@@ -19,7 +19,7 @@ _COLOURS = {"unrolled": "#b7e1a1", "stacked": "#a1c9e1", "ragged": "#c9b7e1", "f
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from seqlower.io.inventory import take_inventory, walk_graphs
+    from seqlower.io.inventory import take_inventory
     from seqlower.io.models import load_model, read_model_proto
     from seqlower.fastpath.pipeline import LowerOptions, describe_sequences
 

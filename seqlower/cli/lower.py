@@ -189,7 +189,8 @@ def _read_and_lower(src: Path, args: argparse.Namespace, timings: dict[str, floa
     timings["load"] = time.perf_counter() - t
     t = time.perf_counter()
     options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
-                           optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []))
+                           optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []),
+                           input_shapes=dict(args.input_shape or []), fixed_dims=dict(args.fix_dim or []))
     report = job.lower(options)
     after = count_ops(job.lowered) if counting else Counter()
     timings["lower"] = time.perf_counter() - t
@@ -280,6 +281,10 @@ def _describe(outcome: Outcome, report: Any, verdict: Any, gaps: list[Any], targ
             lines.append(f"    {what} in {r['graph']}: {r['reason']}")
     else:
         lines.append("  tensor-only: yes")
+    if report.fixed:
+        fixed = [f"{k}=[{','.join(map(str, v))}]" for k, v in report.fixed.get("shapes", {}).items()]
+        fixed += [f"{k}={v}" for k, v in report.fixed.get("dims", {}).items()]
+        lines.append(f"  specialized: {' '.join(fixed)} (the lowered model runs at these shapes only)")
     for n in report.notes:
         lines.append(f"  note: {n}")
     if verdict is not None:

@@ -197,6 +197,9 @@ class AbiEntry:
 class Abi:
     inputs: dict[str, AbiEntry]
     outputs: dict[str, AbiEntry]
+    # What the lowering fixed (lower --input-shape / --fix-dim): {"shapes": {input: dims},
+    # "dims": {name: value}}; the lowered model runs at those shapes only.
+    fixed: dict[str, dict] = field(default_factory=dict)
 
 
 def read_abi(proto: onnx.ModelProto) -> Abi | None:
@@ -207,6 +210,9 @@ def read_abi(proto: onnx.ModelProto) -> Abi | None:
         doc = json.loads(raw)
         inputs = [AbiEntry.from_json(e) for e in doc.get("inputs", [])]
         outputs = [AbiEntry.from_json(e) for e in doc.get("outputs", [])]
+        fixed = doc.get("fixed", {})
+        if not isinstance(fixed, dict):
+            raise TypeError("'fixed' is not an object")
     except (ValueError, KeyError, TypeError) as e:
         raise ModelError(f"metadata {ABI_KEY!r} is malformed: {e}") from None
-    return Abi({e.name: e for e in inputs}, {e.name: e for e in outputs})
+    return Abi({e.name: e for e in inputs}, {e.name: e for e in outputs}, fixed)

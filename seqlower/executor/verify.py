@@ -10,7 +10,7 @@ import numpy as np
 
 from seqlower.errors import ExecutionError, SeqlowerError
 from seqlower.executor.compare import OutputReport, compare_values
-from seqlower.executor.inputs import DEFAULT_SEQ_LEN, synthesize_inputs
+from seqlower.executor.inputs import DEFAULT_SEQ_LEN, Port, synthesize_inputs
 from seqlower.executor.runner import Executor
 from seqlower.io.models import ModelSource
 from seqlower.options import TRIPS_EXCEEDED_KEY
@@ -108,10 +108,11 @@ def verify(
     flag = next((p.value for p in b.proto.metadata_props if p.key == TRIPS_EXCEEDED_KEY), None)
     if flag is not None and flag not in {p.name for p in b.outputs}:
         flag = None
+    ports, sizes = _synthesis(a, b, dims)
     feeds_list = (
         [(f"given #{i}", f) for i, f in enumerate(inputs)]
         if inputs
-        else [(f"seed {seed + i}", synthesize_inputs(a.inputs, seed + i, dims, seq_len)) for i in range(samples)]
+        else [(f"seed {seed + i}", synthesize_inputs(ports, seed + i, sizes, seq_len)) for i in range(samples)]
     )
     for index, (source, feeds) in enumerate(feeds_list):
         if progress is not None:
@@ -122,6 +123,15 @@ def verify(
         if keep and sample.status in ("different", "lowered failed"):
             sample.feeds, sample.expected, sample.actual = feeds, expected, actual
     return report
+
+
+def _synthesis(a: Executor, b: Executor, dims: dict[str, int] | None) -> tuple[list[Port], dict[str, int]]:
+    """The ports samples are drawn from, and the symbolic dims' sizes: the original's,
+    unless the lowered model was specialized to fixed shapes (``lower --input-shape``,
+    ``--fix-dim``), whose own ports then give them (its fixed dims over ``dims``)."""
+    if b.abi is None or not b.abi.fixed:
+        return a.inputs, dict(dims or {})
+    return b.inputs, {**(dims or {}), **b.abi.fixed.get("dims", {})}
 
 
 def _executors(report: VerifyReport, original: ModelSource, lowered: ModelSource, backend: str, lowered_backend: str,

@@ -83,7 +83,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     target = load_target(options.target)
     nodes = list(proto.graph.node)
     kinds = node_kinds(nodes)
-    if not has_work(proto, target.lacks, dict(target.quirks), kinds):
+    if not options.specialized and not has_work(proto, target.lacks, dict(target.quirks), kinds):
         report = LowerReport()
         report.gaps = target_gaps(proto, target)
         return proto, report
@@ -91,7 +91,8 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     # or bounded by --dim-max by tracing its trip count and initial values back to what
     # computes them, which a region cut off from the rest of the model cannot do.
     loops_traced = "Loop" in target.lacks and any(op == "Loop" for op, _, _ in kinds)
-    found = None if options.dim_max or loops_traced \
+    # Specialized shapes change what the whole model computes statically.
+    found = None if options.dim_max or loops_traced or options.specialized \
         else find(proto, target.lacks, dict(target.quirks), weights, kinds, nodes)
     region, templates = None, []
     # The model's inference deferred (``InferredTypes``): each sub-model is checked as it is

@@ -54,7 +54,7 @@ _REDUCE = tuple(sorted(ops.REDUCE_OPS))
 _TABLE = [
     # -- rewrites, in the order they run -----------------------------------------------
     Quirk("empty-constant-loop-state", rewrite="schedule:empty_loop_states", again="schedule:empty_loop_states_again",
-          ops=("Loop",)),
+          ops=("Loop",), detector="values:_loops_from_empty_constants"),
     Quirk("loop-assumes-an-iteration", rewrite="quirks.guard_zero_trip_loops:GuardZeroTripLoopsPass", ops=("Loop",),
           detector="values:_loops_growing_from_a_row"),
     # (not region-wide: the empty constants are the lowerings' own, in the region)
@@ -119,7 +119,7 @@ _TABLE = [
           phase="after-inference", whole_model=True),
     # (after the inference: the values inside keep the shapes it found)
     Quirk("static-empty-input", rewrite="quirks.empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", phase="after-inference",
-          whole_model=True, detector="shapes:_openvinos_folds_of_empty_inputs"),
+          again="quirks.empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", whole_model=True, detector="shapes:_openvinos_folds_of_empty_inputs"),
     # -- named before anything runs -------------------------------------------------------
     Quirk("if-branch-facts", detector="branches:_if_branch_facts_all",
           handled="lowering: Loops made Scans for it take the steps they can prove (loop_fallbacks)"),

@@ -50,12 +50,45 @@ def _data_shapes(graph: onnx.GraphProto, path: str, outer: set[str]) -> Iterator
 def _openvinos_folds_of_empty_inputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a model input declared with a dim of 0, from which it folds a Gather it
     dies on (SIGFPE) or a Reshape it refuses (passes/quirks/empty_inputs_as_symbolic.py names
-    the dim; torch fuzz 16273)."""
-    for v in model.graph.input:
-        dims = dims_of(v)
-        if dims is not None and 0 in dims:
+    the dim; torch fuzz 16273). Only where such a node depends on it: a model lowered at
+    fixed shapes (``--input-shape``) has its Reshapes' targets folded to constants."""
+    empty = [(v, dims) for v in model.graph.input if (dims := dims_of(v)) is not None and 0 in dims]
+    if not empty:
+        return
+    graphs = [g for _, g, _ in walk_graphs(model)]
+    constants = {t.name for g in graphs for t in getattr(g, "initializer", ())}
+    constants |= {n.output[0] for g in graphs for n in g.node if n.op_type == "Constant" and n.output}
+    for v, dims in empty:
+        if _folds_wrong_from(v.name, graphs, constants):
             yield (f"input '{v.name}'", "main", f"it is declared {show_dims(dims)}, and OpenVINO folds what depends on "
                    "an empty input wrong (a Gather at axis 1 of [0, 3] kills it; quirk static-empty-input)")
+
+
+def _folds_wrong_from(name: str, graphs: list, constants: set[str]) -> bool:
+    """Whether a Gather at an axis other than 0, or a Reshape to a computed shape, depends
+    on ``name`` (by names across graphs: a subgraph reads its outer values by name)."""
+    tainted = {name}
+    changed = True
+    while changed:
+        changed = False
+        for g in graphs:
+            for n in g.node:
+                if tainted.isdisjoint(n.input) and not (n.attribute and tainted & _outer_names(n)):
+                    continue
+                if n.op_type == "Gather" and any(a.name == "axis" and a.i != 0 for a in n.attribute):
+                    return True
+                if n.op_type == "Reshape" and len(n.input) > 1 and n.input[1] not in constants:
+                    return True
+                if not tainted.issuperset(o for o in n.output if o):
+                    tainted.update(o for o in n.output if o)
+                    changed = True
+    return False
+
+
+def _outer_names(node: onnx.NodeProto) -> set[str]:
+    """Every name a node's subgraphs read (a superset of what they read from outside)."""
+    return {x for a in node.attribute for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))
+            for m in sub.node for x in m.input}
 
 
 def _dynamic_rank_reshapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:

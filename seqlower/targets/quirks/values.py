@@ -146,6 +146,47 @@ def _loops_growing_from_a_row(model: onnx.ModelProto) -> Iterator[tuple[str, str
             break
 
 
+def _loops_from_empty_constants(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a Loop whose trip count and condition are constants (or computed from
+    constants only) and whose carried initial value is a zero-size one computed from
+    constants: its frontend fails to convert it ("Accessing out-of-range dimension", or
+    the CPU plugin's "unordered_map::at" once the model is static: the embedding_bag
+    export lowered at fixed shapes). The rewrite gives such a state a shape built from the
+    trip count at run time, which a constant one is not; a Loop the lowering could not
+    unroll (a while loop it cannot count, more trips than --max-unroll) is named."""
+    for path, g, n, _ in _loops_in_graphs(model):
+        folded = _folded(g)
+        if len(n.input) < 3 or any(x and x not in folded for x in n.input[:2]):
+            continue
+        dims = {v.name: dims_of(v) for v in (*g.input, *g.value_info, *g.output)}
+        for init in n.input[2:]:
+            shape = folded.get(init) if init else None
+            shape = shape if shape is not None else dims.get(init)
+            if init in folded and shape is not None and 0 in shape:
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"its initial state '{init}' is empty and computed from constants, and so are its trip count"
+                       " and condition: OpenVINO fails to convert such a Loop (quirk empty-constant-loop-state)")
+                break
+
+
+def _folded(graph: onnx.GraphProto) -> dict[str, list | None]:
+    """The values of ``graph`` computed from constants only (what OpenVINO folds), each
+    with its shape where it is known: a constant's, a ConstantOfShape's of constant dims."""
+    consts = constants_of(graph)
+    found: dict[str, list | None] = {k: list(v.shape) for k, v in consts.items()}
+    for n in graph.node:
+        if n.op_type == "Constant" or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                                          for a in n.attribute):
+            continue
+        if n.op_type.startswith("Random") or n.op_type in ("Multinomial", "Bernoulli"):
+            continue
+        if all(not x or x in found for x in n.input):
+            shape = [int(d) for d in consts[n.input[0]].reshape(-1)] \
+                if n.op_type == "ConstantOfShape" and n.input and n.input[0] in consts else None
+            found.update(dict.fromkeys(n.output, shape))
+    return found
+
+
 def _zero_size_scan_outputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a Loop whose scan output's per-iteration value has a dim known to be 0
     (a list of ``x[:, :0]`` slices appended in a loop): its CPU plugin gives the stacked
