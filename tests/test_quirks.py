@@ -265,7 +265,7 @@ def test_an_if_of_run_time_shape_is_named_for_openvino_until_a_select_takes_it()
 def test_openvino_refuses_a_reshape_of_run_time_rank_and_check_names_it():
     # Element p of a list whose elements differ in rank ([3, 2] and [6]): its shape is
     # the stored dims up to its rank, a length only the run knows (bisected from a
-    # generated program by tools/bisect_runtime.py).
+    # generated program by seqlower reduce (then tools/bisect_runtime.py)).
     def reshape_model(ranks: list[int]) -> onnx.ModelProto:
         nodes = [helper.make_node("Gather", ["ranks", "p"], ["rank"]),
                  helper.make_node("Slice", ["dims", "zero", "rank", "zero"], ["shape"]),

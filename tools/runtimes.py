@@ -27,7 +27,7 @@ With ``--programs N``, the cells are N random programs of the graph fuzzer inste
 each runtime and, unless ``check --target`` names a gap before anything runs, run there on
 its feeds and held to the original on the reference backend. Per runtime: programs that
 ran right, that were named, that ran to WRONG numbers and that failed unnamed (each of
-the last two listed with its seed: ``tools/bisect_runtime.py`` cuts one down).
+the last two listed with its seed: ``seqlower reduce`` cuts one down).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 tract keeps a value it can read as a dim (a Concat of a constant with a Shape's dims,
 a Slice end) as a 32-bit one: INT64_MAX becomes -1, 2^32 becomes 0 (bisected by
-tools/bisect_runtime.py from fuzz seed 4220 to ``Concat([INT64_MAX], Unsqueeze(Gather(
+seqlower reduce (then tools/bisect_runtime.py) from fuzz seed 4220 to ``Concat([INT64_MAX], Unsqueeze(Gather(
 Shape(x), 0)))``, TorchScript's trip count ``min(INT64_MAX, len)`` of an ``enumerate``:
 -1 iterations, then a fact with a negative dim, and tract aborts the process). Exporters
 write these two numbers as "no bound": a Slice to the end, a Loop without a trip count,

@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lower(sub, fmt)
     _add_verify(sub, fmt)
     _add_run(sub, fmt)
+    _add_reduce(sub, fmt)
     _add_inspect(sub, fmt)
     _add_check(sub, fmt)
     _add_demo(sub, fmt)
@@ -220,6 +221,35 @@ def _add_run(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--json", action="store_true", help="outputs as JSON")
     _add_exec_options(p, ".npz file or backend test-data folder (input_J.pb)", compare=False)
     p.set_defaults(func="verify:cmd_run")
+
+
+def _add_reduce(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    p = sub.add_parser("reduce", help="cut a model that fails or differs on a runtime to the smallest that still does",
+                       formatter_class=fmt,
+                       description="Run the model on the reference backend and on --backend; find the first value "
+                                   "whose own nodes alone fail or give other numbers there, and replace each of "
+                                   "its nodes by the reference's values while it still goes wrong the same way. "
+                                   "Prints one line saying what fails; exit 0 with a reproducer, 1 when nothing "
+                                   "fails or no value alone does.",
+                       epilog=_examples("""
+                           seqlower reduce model.lowered.onnx --backend openvino -o repro/
+                           seqlower reduce model.lowered.onnx --backend tract --inputs failed/tract/sample_0/
+                       """))
+    p.add_argument("model")
+    p.add_argument("--backend", choices=[b for b in BACKENDS if b != "reference"], required=True,
+                   help="the runtime the model fails or differs on")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="write DIR/reproducer.onnx and DIR/test_data_set_0/ (its inputs, and the reference's"
+                        " output_0.pb); DIR must not exist or be empty")
+    p.add_argument("--inputs", metavar="X", help=".npz file or backend test-data folder (input_J.pb); default: one"
+                                                 " synthesized sample")
+    p.add_argument("--json", action="store_true", help="machine-readable result")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="size of a symbolic dim for the synthesized sample (repeatable; default size 3)")
+    p.add_argument("--seq-len", type=_nonneg_int, default=3, metavar="N",
+                   help="length of synthesized sequence inputs (default: 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthesized sample (default: 0)")
+    p.set_defaults(func="reduce:cmd_reduce")
 
 
 def _add_inspect(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:

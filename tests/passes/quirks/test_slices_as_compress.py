@@ -16,7 +16,7 @@ from tests.helpers import FLOAT, INT64, const, lowered_for, model, ops_of, t
 
 
 def _element_length_read_back() -> onnx.ModelProto:
-    """tools/bisect_runtime.py's cut of seed 10323, then by hand: a row's mask (NonZero)
+    """seqlower reduce (then tools/bisect_runtime.py)'s cut of seed 10323, then by hand: a row's mask (NonZero)
     is the buffer; ``Slice(buffer, 0, end)`` with ``end`` from a CumSum (0); the Shape of
     what it became is the next list's bounds, which read another buffer."""
     nodes = [
