@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from seqlower.analysis.analyzer import graph_label, node_label, shape_json
-from seqlower.passes.keys import ABI_KEY, NOTES_KEY, OPTIONAL_SEQUENCES_KEY, REPORT_KEY
-from seqlower.ir.builder import Builder, NameAuthority, ai_onnx_opset
+from seqlower.passes.keys import ABI_KEY, LEGALIZE_KEY, NOTES_KEY, OPTIONAL_SEQUENCES_KEY, REPORT_KEY
+from seqlower.ir.builder import Builder, Legalize, NameAuthority, ai_onnx_opset
 from seqlower.ir.helpers import subgraphs
 
 __all__ = [
@@ -28,9 +28,12 @@ class Scope:
     label: str
     opset: int
     main: bool
+    # What writes another form of an op the target refuses (passes/legalize.py), for every
+    # builder of this scope and the scopes inside it; None: anything may be written.
+    legalize: Legalize | None = None
 
     def builder(self, anchor: ir.Node | None, names: NameAuthority) -> Builder:
-        return Builder(self.graph, anchor, self.opset, names, main_graph=self.main)
+        return Builder(self.graph, anchor, self.opset, names, main_graph=self.main, legalize=self.legalize)
 
 
 def subgraph_scopes(node: ir.Node, scope: Scope) -> Iterator[Scope]:
@@ -43,18 +46,19 @@ def subgraph_scopes(node: ir.Node, scope: Scope) -> Iterator[Scope]:
             else []
         )
         for g in graphs:
-            yield Scope(g, f"{scope.label} > {node_label(node)}.{attr.name}", scope.opset, False)
+            yield Scope(g, f"{scope.label} > {node_label(node)}.{attr.name}", scope.opset, False, scope.legalize)
 
 
 def walk_scopes(model: ir.Model) -> Iterator[Scope]:
     """The main graph and every model-local function, with their ai.onnx opset (bodies
     are reached by the passes themselves, in node order)."""
     # A graph importing no ai.onnx opset holds no sequence op, and nothing may be emitted.
+    legalize = model.meta.get(LEGALIZE_KEY)
     if (opset := ai_onnx_opset(model)) is not None:
-        yield Scope(model.graph, "main", opset, True)
+        yield Scope(model.graph, "main", opset, True, legalize)
     for f in model.functions.values():
         if (opset := ai_onnx_opset(model, f)) is not None:
-            yield Scope(f, graph_label(f), opset, False)
+            yield Scope(f, graph_label(f), opset, False, legalize)
 
 
 def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthority, anchor: ir.Node, owned: bool) -> None:

@@ -14,6 +14,7 @@ from seqlower.passes.loops.bound_loops import BoundLoopsPass, TripBounds
 from seqlower.passes.loops.carry_string_scans import CarryStringScansPass
 from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.lowering.inline_sequence_functions import InlineSequenceFunctionsPass
+from seqlower.passes.folds.fold_row_gathers import FoldRowGathersPass
 from seqlower.passes.folds.fold_zero_trip_loops import FoldZeroTripLoopsPass
 from seqlower.passes.loops.counted_loops import CountedLoopsPass
 from seqlower.passes.folds.fold_sequence_arguments import FoldSequenceArgumentsPass
@@ -147,7 +148,7 @@ def _after_rounds(options: LowerOptions, target: Target, inferred_after: bool) -
     """What runs once after the rounds: the target's rewrites, and the final inference."""
     # onnxruntime stacks string scan outputs wrong; every target gets them carried. The
     # Transposes a batched map over a list cut along another axis writes cancel.
-    final: list[ir.passes.PassBase] = [CarryStringScansPass(), SinkTransposesPass()]
+    final: list[ir.passes.PassBase] = [CarryStringScansPass(), SinkTransposesPass(), FoldRowGathersPass()]
     if "Loop" in target.lacks and "Scan" not in target.lacks:
         # A Loop made a Scan before its trip count was found constant (tract fails such a
         # Scan given no rows); before the rewrites below, which make Scans of their own.
@@ -340,6 +341,8 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
     passes: list[ir.passes.PassBase] = []
     if "Loop" in target.lacks and "Scan" not in target.lacks:
         passes.append(UnrollConstantScansPass(options.max_unroll))  # (as in build_passes' final)
+    # Folding makes a row's position a constant: onnxruntime miscomputes what reads it.
+    passes.append(FoldRowGathersPass())
     return passes + quirk_rewrites(target, options, None)
 
 

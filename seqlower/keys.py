@@ -5,7 +5,7 @@ so code composing seqlower's passes in its own PassManager can read them."""
 from __future__ import annotations
 
 __all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPEN_WHEN_EMPTY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY",
-           "RESERVED_NAMES_KEY"]
+           "RESERVED_NAMES_KEY", "LEGALIZE_KEY"]
 
 # model.meta: every rewrite, a list of dicts {op, node, graph, into, how}.
 REPORT_KEY = "seqlower.rewrites"
@@ -34,3 +34,7 @@ RESERVED_NAMES_KEY = "seqlower.reserved_names"
 # metadata_props of a region's sub-model input that is a Loop's or a Scan's scan output in
 # the model: after no iteration its trailing dims are whatever the runtime says.
 OPEN_WHEN_EMPTY = "seqlower.open_when_empty"
+# model.meta: the emitter rules of the target the model is lowered for (passes/legalize.py):
+# every builder of a pass asks them before it writes an op, and writes another form of an
+# op the target refuses.
+LEGALIZE_KEY = "seqlower.legalize"

@@ -20,7 +20,7 @@ from seqlower.analysis.analyzer import Analysis, analyze
 from seqlower.errors import ModelError, SeqlowerError
 from seqlower.io.inventory import take_inventory
 from seqlower.ir.helpers import node_label
-from seqlower.keys import ANALYSIS_STASH_KEY, KEPT_ZIPMAPS_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
+from seqlower.keys import ANALYSIS_STASH_KEY, KEPT_ZIPMAPS_KEY, LEGALIZE_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
 from seqlower.io.models import check_model, weightless_proto
 from seqlower.ops import makes_lists
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
@@ -28,6 +28,7 @@ from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.folds.infer_sequence_shapes import InferSequenceShapesPass
 from seqlower.passes.folds.specialize_shapes import fixed_of
 from seqlower.passes.folds.fold_tensor_constants import fold_tensor_constants
+from seqlower.passes.legalize import for_target
 from seqlower.passes.lowering.lower_zip_map import LowerZipMapPass
 from seqlower.passes.schedule import after_folding, build_passes, loop_fallbacks
 from seqlower.passes.loops.unroll_loops import UnrollLoopsPass
@@ -75,6 +76,8 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None, *,
     check_nesting(model)
 
     report = LowerReport()
+    # What every pass's builders ask before writing an op (passes/legalize.py).
+    model.meta[LEGALIZE_KEY] = for_target(options.target)
     declared = {v.name for v in (*model.graph.inputs, *model.graph.outputs)}
     model.meta[REPORT_KEY] = []
     model.meta[NOTES_KEY] = []

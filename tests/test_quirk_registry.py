@@ -91,4 +91,5 @@ def test_the_run_again_after_folding_is_the_registrys():
 
     again = {name: [type(p).__name__ for p in after_folding(LowerOptions(target=name))] for name in TARGETS}
     assert "PadEmptyConcatOperandsPass" in again["openvino"] and "NarrowInt64SentinelsPass" in again["tract"]
-    assert again["generic"] == [] and again["onnxruntime"] == []
+    # (every target's: folding makes a row's position constant, which onnxruntime miscomputes)
+    assert again["generic"] == ["FoldRowGathersPass"] and again["onnxruntime"] == ["FoldRowGathersPass"]

@@ -139,6 +139,10 @@ class Ops:
         inner axis: elements i of shape [P, sizes[i], Q] stored at ``offsets[i]``; entry
         k of the result is the position in the values of entry k of the concatenation
         [P, sum(sizes), Q]."""
+        if sizes.shape is None:
+            # A vector by construction: said, so that the emitter can write the CumSum
+            # another way for a target without it (passes/legalize.py).
+            sizes.shape = ir.Shape([None])
         total = self.b.reduce("ReduceSum", sizes, [0], f"{name}_total", keepdims=False)
         incl = self.op("CumSum", [sizes, self.scalar(0)], f"{name}_incl")
         excl = self.op("Sub", [incl, sizes], f"{name}_excl")

@@ -33,7 +33,7 @@ def convert_if(cv: Converter, node: ir.Node, scope: Scope) -> bool:
     in both branches (an If must have an output, and ONNX nodes have no side effects)."""
     branches = [node.attributes["then_branch"].as_graph(), node.attributes["else_branch"].as_graph()]
     for key, g in zip(("then_branch", "else_branch"), branches):
-        cv.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False))
+        cv.graph(Scope(g, f"{scope.label} > {node_label(node)}.{key}", scope.opset, False, scope.legalize))
     returned: list[list[ir.Value]] = [[], []]
     protos: list[Proto] = []
     spans: list[tuple[ir.Value, int, int | None]] = []
@@ -92,7 +92,7 @@ class _LoopConversion:
     def __init__(self, cv: Converter, node: ir.Node, scope: Scope) -> None:
         self.cv, self.node, self.scope = cv, node, scope
         self.body = node.attributes["body"].as_graph()
-        self.bscope = Scope(self.body, f"{scope.label} > {node_label(node)}.body", scope.opset, False)
+        self.bscope = Scope(self.body, f"{scope.label} > {node_label(node)}.body", scope.opset, False, scope.legalize)
         self.carried = list(node.inputs[2:])
         self.n_scans = len(self.body.outputs) - 1 - len(self.carried)
         self.mine = [cv.carries(node, k) for k in range(len(self.carried))]

@@ -273,7 +273,7 @@ def _element_major(o: Ops, flat_x: ir.Value, pre: ir.Value, post: ir.Value, size
 def _inverse_index(o: Ops, p: ir.Value, q: ir.Value, sizes: ir.Value, base: str) -> ir.Value:
     """Where each entry of the element-major order is in a [P, sum(sizes), Q] tensor
     cut along its middle axis: the inverse of :meth:`Ops.concat_index`."""
-    elem_sizes = o.op("Mul", [sizes, o.op("Mul", [p, q], f"{base}_pq")], f"{base}_elem_sizes")
+    elem_sizes = o.op("Mul", [sizes, o.op("Mul", [p, q], f"{base}_pq")], f"{base}_elem_sizes", shape=[None])
     offsets = o.op("CumSum", [elem_sizes, o.scalar(0)], f"{base}_offsets", exclusive=1)
     index = o.concat_index(p, q, sizes, offsets, f"{base}_perm")
     total = o.shape(index, f"{base}_total")

@@ -11,10 +11,11 @@ fuzz seeds 14824, 15849, 16273. The same models with the dim named run right on 
 empty input, and compute the same on it as the original: the lowered model accepts
 more shapes than the export declared, never fewer. Intermediate shapes stay as inferred.
 
-A model lowered at fixed shapes (``--input-shape``) has such Reshapes of its own: a
-Reshape with ``allowzero`` to a constant shape with a 0 (an empty list's data, grouped).
-Its output is empty, so its shape says everything: it becomes the ``ConstantOfShape`` of
-that shape, which OpenVINO reads right (quirk "empty-constant").
+A model lowered at fixed shapes (``--input-shape``) is folded whole first, and its dims
+named after (the ABI's "fixed" says the shapes it runs at). Its folds leave Reshapes of
+their own: a Reshape with ``allowzero`` to a constant shape with a 0 (an empty list's
+data, grouped). Its output is empty, so its shape says everything: it becomes the
+``ConstantOfShape`` of that shape, which OpenVINO reads right (quirk "empty-constant").
 """
 
 from __future__ import annotations
@@ -24,20 +25,30 @@ import onnx_ir as ir
 
 from seqlower.ir.builder import NameAuthority
 from seqlower.ir.helpers import const_array
-from seqlower.passes._rewrite import REPORT_KEY, Scope, read_abi_doc, replace_output, rewrite_each_node
+from seqlower.passes._rewrite import REPORT_KEY, Scope, replace_output, rewrite_each_node
 from seqlower.passes.lowering._tensor_ops import Ops
 
-__all__ = ["EmptyInputsAsSymbolicPass"]
+__all__ = ["EmptyInputsAsSymbolicPass", "empty_inputs", "empty_inputs_again"]
+
+
+def empty_inputs(options, target) -> list[ir.passes.PassBase]:  # noqa: ANN001 - LowerOptions, Target
+    """The rewrite's first run: a model lowered at fixed shapes (--input-shape) and folded
+    whole after (not --no-optimize) keeps its dims until that fold has read them."""
+    return [EmptyInputsAsSymbolicPass(rename=not (options.specialized and options.optimize))]
+
+
+def empty_inputs_again(options, target) -> list[ir.passes.PassBase]:  # noqa: ANN001
+    return [EmptyInputsAsSymbolicPass()]
 
 
 class EmptyInputsAsSymbolicPass(ir.passes.InPlacePass):
+    def __init__(self, rename: bool = True) -> None:
+        super().__init__()
+        self.rename = rename
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         records = []
-        # Lowered at shapes the user fixed (--input-shape), the dims stay (the model is valid
-        # at those shapes only): what they make static is folded by seqlower, and the
-        # Reshapes left are rewritten below; check --target names what still folds wrong.
-        fixed = read_abi_doc(model).get("fixed")
-        for v in [] if fixed else model.graph.inputs:
+        for v in model.graph.inputs if self.rename else []:
             dims = list(v.shape.dims) if v.shape is not None else []
             if not any(isinstance(d, int) and d == 0 for d in dims):
                 continue

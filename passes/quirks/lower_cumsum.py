@@ -18,7 +18,7 @@ from seqlower.passes.lowering._tensor_ops import INT64, Ops
 from seqlower.analysis.analyzer import const_array, is_default_domain
 from seqlower.ir.builder import NameAuthority
 
-__all__ = ["LowerCumSumPass"]
+__all__ = ["LowerCumSumPass", "masked_cumsum"]
 
 
 class LowerCumSumPass(ir.passes.InPlacePass):
@@ -48,14 +48,22 @@ def _lower(node: ir.Node, scope: Scope, names: NameAuthority,
     reverse = node.attributes["reverse"].as_int() if "reverse" in node.attributes else 0
     o = Ops(scope.builder(node, names))
     out = node.outputs[0]
-    name = out.name or "cumsum"
+    back = masked_cumsum(o, x, axis, exclusive, reverse, out.name or "cumsum", scope.opset)
+    replace_output(out, back, scope, names, node, owned=True)
+    scope.graph.remove(node, safe=True)
+    return "tensor ops", "masked ReduceSum"
+
+
+def masked_cumsum(o: Ops, x: ir.Value, axis: int, exclusive: int, reverse: int, name: str, opset: int) -> ir.Value:
+    """CumSum of ``x`` (of known rank) along the constant ``axis``, as a masked ReduceSum."""
+    rank = x.shape.rank()
     perm = [i for i in range(rank) if i != axis] + [axis]
     moved = x if axis == rank - 1 else o.op("Transpose", [x], f"{name}_last", perm=perm)
     n = o.reshape(o.slice(o.shape(x, f"{name}_dims"), o.ints([axis]), o.ints([axis + 1]), [0], f"{name}_n1"), o.ints([]), f"{name}_n")
     steps = o.op("Range", [o.scalar(0), n, o.scalar(1)], f"{name}_steps", dtype=INT64)
     i = o.unsqueeze(steps, [1], f"{name}_i")  # rows: the output step
     j = o.unsqueeze(steps, [0], f"{name}_j")  # columns: the input step
-    if scope.opset >= 12:
+    if opset >= 12:
         compare = {(0, 0): "LessOrEqual", (1, 0): "Less", (0, 1): "GreaterOrEqual", (1, 1): "Greater"}[(exclusive, reverse)]
         mask = o.op(compare, [j, i], f"{name}_mask", dtype=ir.DataType.BOOL)
     else:
@@ -73,6 +81,4 @@ def _lower(node: ir.Node, scope: Scope, names: NameAuthority,
     summed = o.reshape_exact(o.reshape(summed, o.ints([-1]), f"{name}_sum_flat"), o.shape(moved, f"{name}_moved_dims"), rank,
                              f"{name}_sum_shaped", x.dtype)
     back = summed if axis == rank - 1 else o.op("Transpose", [summed], f"{name}_back", perm=[perm.index(k) for k in range(rank)])
-    replace_output(out, back, scope, names, node, owned=True)
-    scope.graph.remove(node, safe=True)
-    return "tensor ops", "masked ReduceSum"
+    return back

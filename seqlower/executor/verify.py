@@ -131,7 +131,28 @@ def _synthesis(a: Executor, b: Executor, dims: dict[str, int] | None) -> tuple[l
     ``--fix-dim``), whose own ports then give them (its fixed dims over ``dims``)."""
     if b.abi is None or not b.abi.fixed:
         return a.inputs, dict(dims or {})
-    return b.inputs, {**(dims or {}), **b.abi.fixed.get("dims", {})}
+    # The fixed shapes themselves, not the lowered model's declared ones: for OpenVINO its
+    # dims of 0 are named (quirk static-empty-input), yet it computes for 0 only.
+    shapes = b.abi.fixed.get("shapes", {})
+    return [_with_shape(p, shapes[p.name]) if p.name in shapes else p for p in a.inputs], \
+        {**(dims or {}), **b.abi.fixed.get("dims", {})}
+
+
+def _with_shape(port: Port, dims: list[int]) -> Port:
+    """``port`` with its tensor's (a sequence's or optional's: its elements') shape ``dims``."""
+    import onnx
+
+    tp = onnx.TypeProto()
+    tp.CopyFrom(port.type)
+    inner = tp
+    while inner.WhichOneof("value") in ("sequence_type", "optional_type"):
+        inner = inner.sequence_type.elem_type if inner.WhichOneof("value") == "sequence_type" \
+            else inner.optional_type.elem_type
+    shape = inner.tensor_type.shape
+    del shape.dim[:]
+    for d in dims:
+        shape.dim.add().dim_value = int(d)
+    return Port(port.name, tp)
 
 
 def _executors(report: VerifyReport, original: ModelSource, lowered: ModelSource, backend: str, lowered_backend: str,

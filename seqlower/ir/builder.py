@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -149,6 +149,11 @@ def _dtypes(inputs: Sequence[ir.Value | None]) -> tuple[str | None, ...]:
     return tuple(type_string(v.type) if v is not None else None for v in inputs)
 
 
+# Another form of an op the target refuses: (builder, op, inputs, name, dtype, shape,
+# attrs) -> the value it writes instead, or None to write the op as it is.
+Legalize = Callable[..., "ir.Value | None"]
+
+
 class Builder:
     """Emits default-domain nodes before ``anchor`` in ``graph`` (or appends when
     ``anchor`` is None), under the given opset."""
@@ -162,6 +167,7 @@ class Builder:
         *,
         main_graph: bool,
         after: ir.Node | None = None,
+        legalize: Legalize | None = None,
     ) -> None:
         self.graph = graph
         self.anchor = anchor
@@ -171,6 +177,8 @@ class Builder:
         self.names = names
         self.main_graph = main_graph
         self.nodes: list[ir.Node] = []
+        # Asked before each op is written: another form of an op the target refuses, or None.
+        self.legalize = legalize
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -259,6 +267,8 @@ class Builder:
         **attrs: object,
     ) -> ir.Value:
         """One single-output node (default domain); ``dtype`` defaults to the first input's."""
+        if self.legalize is not None and (made := self.legalize(self, op, inputs, name, dtype, shape, attrs)) is not None:
+            return made
         if op in ("Max", "Min") and len(inputs) == 2 and unsupported(op, self.opset, _dtypes(inputs)):
             # Integer Max/Min exist from opset 12 only.
             a, b = inputs

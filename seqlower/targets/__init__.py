@@ -38,6 +38,20 @@ class Target:
     opsets: tuple[int, int] | None = None
     types: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
 
+    def refuses(self, op: str, opset: int, dtype: str | None) -> bool:
+        """Whether the target cannot run a default-domain ``op`` at ``opset`` on elements of
+        ``dtype`` (a TensorProto name; None: unknown): what seqlower must not write."""
+        if op in self.lacks:
+            return True
+        if dtype is not None and op in self.types and dtype not in self.types[op]:
+            return True
+        return opset >= 18 and op in _REDUCTIONS_NOT_FROM_18 and any(q == "no-reduce-18" for q, _ in self.quirks)
+
+
+# onnx2torch converts no reduction but these from opset 18 (quirk no-reduce-18; its
+# rewrite writes the others with ReduceSum).
+_REDUCTIONS_NOT_FROM_18 = frozenset({"ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSumExp"})
+
 
 @dataclass(frozen=True)
 class Gap:

@@ -118,8 +118,8 @@ _TABLE = [
     Quirk("symbolic-value-info", rewrite="quirks.forget_intermediate_shapes:ForgetIntermediateShapesPass",
           phase="after-inference", whole_model=True),
     # (after the inference: the values inside keep the shapes it found)
-    Quirk("static-empty-input", rewrite="quirks.empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", phase="after-inference",
-          again="quirks.empty_inputs_as_symbolic:EmptyInputsAsSymbolicPass", whole_model=True, detector="shapes:_openvinos_folds_of_empty_inputs"),
+    Quirk("static-empty-input", rewrite="quirks.empty_inputs_as_symbolic:empty_inputs", phase="after-inference",
+          again="quirks.empty_inputs_as_symbolic:empty_inputs_again", whole_model=True, detector="shapes:_openvinos_folds_of_empty_inputs"),
     # -- named before anything runs -------------------------------------------------------
     Quirk("if-branch-facts", detector="branches:_if_branch_facts_all",
           handled="lowering: Loops made Scans for it take the steps they can prove (loop_fallbacks)"),

@@ -1,0 +1,119 @@
+"""Nothing written that the target refuses: the rules every builder asks before it writes an
+op (Stage 13, item 1), in the manner of TVM's ``legalize_ops``.
+
+``lower_with_report`` puts ``for_target(target)`` in the model's meta (``LEGALIZE_KEY``);
+each pass's builders read it from their scope (``passes/_rewrite.Scope``). Before an op
+is written, the target's profile (``Target.refuses``: the ops it lacks, the element types
+its documentation lists, onnx2torch's reductions from opset 18) is asked; where it refuses
+the op, a rule writes another form of it:
+
+- a reduction (ReduceProd, ReduceSum, ReduceMax, ReduceMin) over axes of static sizes: a
+  ``Gather`` per index along each axis, combined by ``Mul``/``Add``/``Max``/``Min`` (the
+  product of a dims vector onnx2torch cannot reduce at opset 18);
+- ``CumSum`` along a constant axis: the masked ``ReduceSum`` (tract has no CumSum;
+  TensorRT runs it on floats only).
+
+What no rule can write (a reduction over a dim known only at run time) is written as it
+is, and ``check --target`` names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.ir.builder import Builder
+from seqlower.ir.helpers import const_array
+from seqlower.passes.lowering._tensor_ops import Ops
+from seqlower.passes.quirks.lower_cumsum import masked_cumsum
+from seqlower.targets import Target, load_target
+
+__all__ = ["Legalizer", "for_target"]
+
+# Reductions written as elementwise combinations of their slices: the op combining two.
+_COMBINE = {"ReduceProd": "Mul", "ReduceSum": "Add", "ReduceMax": "Max", "ReduceMin": "Min"}
+# The identity of each over nothing (a dim of 0): max and min have none.
+_EMPTY = {"ReduceProd": 1, "ReduceSum": 0}
+# Past this many slices along the reduced axes, the reduction stays (and is named).
+_MAX_SLICES = 64
+
+
+class Legalizer:
+    """The emitter rules of one target: a ``seqlower.ir.builder.Legalize``."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def __call__(self, b: Builder, op: str, inputs: Sequence[ir.Value | None], name: str,
+                 dtype: ir.DataType | None, shape: Any, attrs: dict[str, Any]) -> ir.Value | None:
+        x = inputs[0] if inputs else None
+        elem = x.dtype.name if x is not None and x.dtype is not None else None
+        if not self.target.refuses(op, b.opset, elem) or x is None:
+            return None
+        if op in _COMBINE:
+            return _reduce_by_slices(b, op, x, inputs, name, attrs)
+        if op == "CumSum":
+            return _cumsum(b, x, inputs, name, attrs)
+        return None
+
+
+def for_target(name: str) -> Legalizer | None:
+    """The rules for target ``name``; None where it refuses nothing seqlower writes."""
+    target = load_target(name)
+    refuses_any = target.lacks or target.types or any(q == "no-reduce-18" for q, _ in target.quirks)
+    return Legalizer(target) if refuses_any else None
+
+
+def _reduce_by_slices(b: Builder, op: str, x: ir.Value, inputs: Sequence[ir.Value | None], name: str,
+                      attrs: dict[str, Any]) -> ir.Value | None:
+    if x.shape is None:
+        return None
+    rank = x.shape.rank()
+    axes_c = const_array(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+    if len(inputs) > 1 and inputs[1] is not None and axes_c is None:
+        return None  # axes computed at run time
+    axes = [int(a) for a in (axes_c.reshape(-1) if axes_c is not None else attrs.get("axes", range(rank)))]
+    if not axes and attrs.get("noop_with_empty_axes"):
+        return None
+    axes = sorted({a % rank for a in axes} if axes else range(rank)) if rank else []
+    dims = [x.shape.dims[a] for a in axes]
+    if not all(isinstance(d, int) for d in dims) or sum(dims) > _MAX_SLICES:
+        return None
+    if 0 in dims and op not in _EMPTY:
+        return None
+    o = Ops(b)
+    value = x
+    current = list(x.shape.dims)
+    for a, d in zip(axes, dims):
+        current[a] = 1
+        if d == 0:
+            # Nothing to combine: the identity, in the shape the reduction keeps.
+            if not all(isinstance(n, int) for n in current):
+                return None
+            value = b.constant(np.full(current, _EMPTY[op], dtype=x.dtype.numpy()), f"{name}_empty{a}")
+            continue
+        parts = [o.op("Gather", [value, o.ints([k])], f"{name}_at{a}_{k}", axis=a) for k in range(d)]
+        value = parts[0]
+        for k, part in enumerate(parts[1:], 1):
+            value = b.op(_COMBINE[op], [value, part], f"{name}_{a}_{k}")
+    keepdims = attrs.get("keepdims", 1)
+    if keepdims or not axes:
+        return b.op("Identity", [value], name) if value is x else value
+    kept_dims = [d for i, d in enumerate(x.shape.dims) if i not in axes]
+    if all(isinstance(d, int) for d in kept_dims):
+        return o.reshape(value, o.ints([int(d) for d in kept_dims]), name)
+    if b.opset >= 13:
+        return o.op("Squeeze", [value, o.ints(axes)], name)
+    return o.op("Squeeze", [value], name, axes=axes)
+
+
+def _cumsum(b: Builder, x: ir.Value, inputs: Sequence[ir.Value | None], name: str,
+            attrs: dict[str, Any]) -> ir.Value | None:
+    axis_c = const_array(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+    if x.shape is None or x.shape.rank() == 0 or axis_c is None or axis_c.size != 1:
+        return None
+    axis = int(axis_c.reshape(())) % x.shape.rank()
+    return masked_cumsum(Ops(b), x, axis, int(attrs.get("exclusive", 0)), int(attrs.get("reverse", 0)), name, b.opset)
