@@ -111,4 +111,8 @@ def _plan(then: ir.Graph, other: ir.Graph) -> list[bool] | None:
 def for_run_time_shapes(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
     """Quirk if-run-time-shape's rewrite (seqlower.targets.registry): the Ifs giving an
     output with a dim known only at run time, the taken rows Gathered."""
-    return [IfsToSelectsPass(only=run_time_shaped, gathered=True)]
+    from seqlower.passes.quirks.hide_if_output_shapes import HideIfOutputShapesPass
+
+    # What no select can stand in for (branches differing past the first dim) is read
+    # through a no-op Slice instead.
+    return [IfsToSelectsPass(only=run_time_shaped, gathered=True), HideIfOutputShapesPass()]

@@ -148,7 +148,9 @@ _TABLE = [
     # -- handled otherwise ----------------------------------------------------------------
     Quirk("nested-scan-state", handled="lowering: no Loop is made a Scan inside a Scan for it (loop_fallbacks)"),
     Quirk("string-scan-outputs", handled="lowering: every target gets string scans carried (CarryStringScansPass)"),
-    Quirk("string-gather-rows", handled="lowering: the lowerings take string rows by Slice or GatherND, never Gather"),
+    # (the lowerings take string rows by Slice or GatherND; this rewrites the model's own)
+    Quirk("string-gather-rows", rewrite="quirks.string_gathers_as_gather_nd:StringGathersAsGatherNDPass",
+          ops=("Gather",), detector="values:_string_row_gathers"),
     Quirk("keepdims-squeeze", handled="lowering: the auto keepdims policy follows it"),
     Quirk("if-sequences-before-13", handled="lowering: no If returns a sequence once lowered"),
     Quirk("empty-scan", handled="lowering: a Scan that may run no step sits in an If (loops_to_scans)"),

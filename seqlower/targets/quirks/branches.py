@@ -207,14 +207,21 @@ def _readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
 
 
 def _read_twice(readers: dict[str, list[onnx.NodeProto]], name: str) -> bool:
-    """Whether a node reads ``name`` and another node reads what that one makes."""
-    return any(o in readers for n in readers.get(name, ()) for o in n.output if o)
+    """Whether a node reads ``name`` and another node reads what that one makes (a no-op
+    Slice that hides the shape, passes/quirks/hide_if_output_shapes.py, reads it right)."""
+    return any(o in readers for n in readers.get(name, ()) if not _shape_hiding(n) for o in n.output if o)
+
+
+def _shape_hiding(node: onnx.NodeProto) -> bool:
+    # (its Shape, Size and Slice of the output: Ops.shape_hidden names them STEM_in...)
+    return bool(node.output) and "_shape_hidden_in" in node.output[0]
 
 
 def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
-    """OpenVINO: an If whose branches give a 1-D output of a length known only at run time
+    """OpenVINO: an If whose branches give an output of a shape known only at run time
     that two ops in a row read. ``lower --target openvino`` runs each as a select
-    (passes/loops/ifs_to_selects.py). A zero-trip guard's If is read right."""
+    (passes/loops/ifs_to_selects.py), or reads it through a no-op Slice
+    (passes/quirks/hide_if_output_shapes.py). A zero-trip guard's If is read right."""
     inferred = _inferred_if_any_if(model)
     if inferred is None:
         return
@@ -238,12 +245,15 @@ def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
             # [?, W] failed to compile, one of [2, n, 1] read as garbage (torch fuzz
             # 20561), but others run right, dynamo's embedding_bag's [1, ?] in a Loop:
             # not named).
-            if da is None or db is None or len(da) != 1 or len(db) != 1 or (da == db and isinstance(da[0], int)):
+            # Of any rank, where the branches' dims are not the same numbers: a [2, 1] bool
+            # read as [N, ?] by Or and then Shape and Reshape came out with garbage Trues on
+            # the first run (random program 240290: the branches give [N, 2M] and [N, M]).
+            if da is None or db is None or (da == db and all(isinstance(d, int) for d in da)):
                 continue
             where = describe_node(node.op_type, node.name, list(node.output))
             yield where, path, (f"its branches give output {k} as {show_dims(da)} and {show_dims(db)}, a length known only at "
                                 "run time, which OpenVINO reads wrong two ops further on (quirk if-run-time-shape); "
-                                "lower --target openvino runs such an If as a select")
+                                "lower --target openvino runs such an If as a select, or reads it through a no-op Slice")
             break
 
 

@@ -210,6 +210,23 @@ def _string_inputs(model: onnx.ModelProto) -> list[str]:
             if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == STRING]
 
 
+def _string_row_gathers(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """onnxruntime: a Gather of a string tensor whose rank is not known to be 1 (it copies
+    one string per gathered row: passes/quirks/string_gathers_as_gather_nd.py rewrites
+    those of known rank from opset 11)."""
+    for path, g, values in typed_graphs(model):
+        ranks = {v.name: len(v.type.tensor_type.shape.dim) if v.type.tensor_type.HasField("shape") else None
+                 for v in values if v.type.WhichOneof("value") == "tensor_type"
+                 and v.type.tensor_type.elem_type == onnx.TensorProto.STRING}
+        ranks.update({t.name: len(t.dims) for t in getattr(g, "initializer", ()) if t.data_type == onnx.TensorProto.STRING})
+        for n in g.node:
+            if n.op_type == "Gather" and n.domain in ("", "ai.onnx") and n.input and n.input[0] in ranks \
+                    and ranks[n.input[0]] != 1:
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"it gathers rows of the string tensor '{n.input[0]}', and onnxruntime copies one string per "
+                       "row, the rest empty (quirk string-gather-rows)")
+
+
 def _string_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO and tract: every node that reads a string tensor the model takes, holds
     or casts to (neither has a string type: OpenVINO's Python API refuses the input,
