@@ -99,10 +99,14 @@ def test_exported_model_lowers_and_matches_pytorch(path, packed):
 
 # Targets whose lowerings differ (the others share these passes).
 GUARANTEE_TARGETS = ("generic", "openvino", "tract", "onnx2torch")
+# Every fixture for the generic target (the API and the CLI held to one road everywhere),
+# and each for one of the others in turn (a third of the fixtures each): the promises on
+# a curated set, not the whole grid (Stage 12: 188 cells took 81 s of the suite's CPU).
+GUARANTEE_CASES = [(p, t) for i, p in enumerate(MODELS)
+                   for t in ("generic", GUARANTEE_TARGETS[1 + i % (len(GUARANTEE_TARGETS) - 1)])]
 
 
-@pytest.mark.parametrize("target", GUARANTEE_TARGETS)
-@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path, target", GUARANTEE_CASES, ids=lambda c: getattr(c, "stem", c))
 def test_guarantees_through_the_cli(path, target, tmp_path, capsys):
     """What seqlower promises for every model, checked on every fixture: the output passes
     the full checker, lowering is byte-for-byte deterministic and the same through the

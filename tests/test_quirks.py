@@ -597,3 +597,28 @@ def test_openvino_misplaces_what_follows_a_run_time_empty_concat_operand_and_the
         assert "Pad" in [n.op_type for n in low.graph.node]
         for backend in ("openvino", "onnxruntime"):
             np.testing.assert_array_equal(Executor(low, backend=backend).run({"x": x}).outputs["y"], want)
+
+
+def test_a_loop_growing_from_a_row_padded_in_and_sliced_off_is_named_for_openvino():
+    """Random program 240146: a list edited into a Loop's state through the pad-and-slice
+    of concat-after-run-time-empty; OpenVINO bounds the state below by the padded row plus
+    one iteration's and fails the Loop when it runs none. Named before it runs, and it does
+    fail there."""
+    import sys
+    from pathlib import Path
+
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.errors import ExecutionError
+    from seqlower.io.models import to_proto
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from runtimes import program
+
+    m, feeds = program(240146)
+    assert int(feeds["p16"]) == 0  # (the Loop runs no iteration)
+    lowered, report = lower_with_report(load_model(m), LowerOptions(target="openvino"))
+    low = to_proto(lowered)
+    gaps = target_gaps(low, load_target("openvino"), report.kept_loops)
+    assert any("quirk loop-assumes-an-iteration" in g.why and g.where.startswith("Loop") for g in gaps), gaps
+    with pytest.raises(ExecutionError, match="incompatible with provided dimensions"):
+        Executor(low, backend="openvino").run(feeds)

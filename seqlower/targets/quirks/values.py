@@ -128,9 +128,13 @@ def _loops_growing_from_a_row(model: onnx.ModelProto) -> Iterator[tuple[str, str
         body_made = {o: b for b in body.node for o in b.output}
         for k, init in enumerate(n.input[2:]):
             p = made.get(init)
+            if p is not None and p.op_type == "Slice" and p.input:
+                # A row padded in and sliced off again (quirk concat-after-run-time-empty):
+                # OpenVINO bounds the Slice below by the Concat's row too (program 240146).
+                p = made.get(p.input[0])
             if p is None or p.op_type != "Concat" or any(a.name == "axis" and a.i != 0 for a in p.attribute):
                 continue
-            if not any((d := dims.get(x)) and isinstance(d[0], int) and d[0] >= 1 for x in p.input):
+            if not any(_has_a_row(x, made, dims) for x in p.input):
                 continue
             carried = body.input[2 + k].name
             out = body_made.get(body.output[1 + k].name)
@@ -185,6 +189,18 @@ def _folded(graph: onnx.GraphProto) -> dict[str, list | None]:
                 if n.op_type == "ConstantOfShape" and n.input and n.input[0] in consts else None
             found.update(dict.fromkeys(n.output, shape))
     return found
+
+
+def _has_a_row(name: str, made: dict, dims: dict, depth: int = 0) -> bool:
+    """``name`` is known to have a row: a first dim of at least 1, or a Concat along its
+    first axis of something that has one (a list's length joined onto its counts)."""
+    d = dims.get(name)
+    if d and isinstance(d[0], int) and d[0] >= 1:
+        return True
+    p = made.get(name)
+    if p is None or depth > 4 or p.op_type != "Concat" or any(a.name == "axis" and a.i != 0 for a in p.attribute):
+        return False
+    return any(_has_a_row(x, made, dims, depth + 1) for x in p.input)
 
 
 def _zero_size_scan_outputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
