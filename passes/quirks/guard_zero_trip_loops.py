@@ -94,11 +94,54 @@ def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     a = Ops(scope.builder(node, names))
     for k in slots:
         _size_state(node, body, k, ran, a, base)
+    for k in slots:
+        if _grows_from_a_row(node, body, k):
+            # OpenVINO bounds such a state below by the row plus one iteration's, and the
+            # Loop node fails when it runs none: its initial value's shape is hidden
+            # from it (a no-op at run time). Only growing states: hiding every state's
+            # broke a Loop whose states shrink (graph program 20262).
+            init = node.inputs[2 + k]
+            node.replace_input_with(2 + k, o.shape_hidden(init, init.shape.rank(), f"{init.name or base}_shape_hidden"))
     made = [n for n in a.b.nodes if n.op_type != "Constant"]
     for n in made:
         scope.graph.remove(n)
     scope.graph.insert_after(node, made)
     return "tensor ops", "growing states sized to what the Loop ran (OpenVINO)"
+
+
+def _grows_from_a_row(node: ir.Node, body: ir.Graph, k: int) -> bool:
+    """The ``k``th state starts with a row known to be there and the body appends to it
+    (what check --target names as loop-assumes-an-iteration when left: values.py)."""
+    out = body.outputs[1 + k].producer()
+    if out is None or out.op_type != "Concat" or not is_default_domain(out):
+        return False
+    if "axis" in out.attributes and out.attributes["axis"].as_int() != 0:
+        return False
+    state = body.inputs[2 + k]
+
+    def of_state(v: ir.Value | None) -> bool:
+        p = v.producer() if v is not None else None
+        return v is state or (p is not None and p.op_type == "Slice" and p.inputs[0] is state)
+
+    if all(of_state(v) for v in out.inputs):
+        return False  # (it keeps or drops rows)
+    init = node.inputs[2 + k]
+    p = init.producer() if init is not None else None
+    if p is not None and p.op_type == "Slice" and p.inputs and p.inputs[0] is not None:
+        init = p.inputs[0]  # (a row padded in and sliced off again)
+    return _has_a_row(init)
+
+
+def _has_a_row(v: ir.Value | None, depth: int = 0) -> bool:
+    if v is None:
+        return False
+    if v.shape is not None and v.shape.rank() > 0 and isinstance(v.shape.dims[0], int) and v.shape.dims[0] >= 1:
+        return True
+    p = v.producer()
+    if p is None or depth > 4 or p.op_type != "Concat" or not is_default_domain(p) \
+            or ("axis" in p.attributes and p.attributes["axis"].as_int() != 0):
+        return False
+    return any(_has_a_row(x, depth + 1) for x in p.inputs)
 
 
 def _size_state(node: ir.Node, body: ir.Graph, k: int, ran: ir.Value, a: Ops, base: str) -> None:

@@ -128,6 +128,8 @@ def _loops_growing_from_a_row(model: onnx.ModelProto) -> Iterator[tuple[str, str
         body_made = {o: b for b in body.node for o in b.output}
         for k, init in enumerate(n.input[2:]):
             p = made.get(init)
+            if p is not None and "_shape_hidden_in" in init:
+                continue  # (its shape hidden from OpenVINO: passes/quirks/guard_zero_trip_loops.py)
             if p is not None and p.op_type == "Slice" and p.input:
                 # A row padded in and sliced off again (quirk concat-after-run-time-empty):
                 # OpenVINO bounds the Slice below by the Concat's row too (program 240146).
