@@ -75,10 +75,10 @@ def _reduce_by_slices(b: Builder, op: str, x: ir.Value, inputs: Sequence[ir.Valu
     axes_c = const_array(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
     if len(inputs) > 1 and inputs[1] is not None and axes_c is None:
         return None  # axes computed at run time
-    axes = [int(a) for a in (axes_c.reshape(-1) if axes_c is not None else attrs.get("axes", range(rank)))]
-    if not axes and attrs.get("noop_with_empty_axes"):
+    given = axes_c.reshape(-1).tolist() if axes_c is not None else list(attrs.get("axes", []))
+    if not given and attrs.get("noop_with_empty_axes"):
         return None
-    axes = sorted({a % rank for a in axes} if axes else range(rank)) if rank else []
+    axes = sorted({int(a) % rank for a in given}) if given else list(range(rank))
     dims = [x.shape.dims[a] for a in axes]
     if not all(isinstance(d, int) for d in dims) or sum(dims) > _MAX_SLICES:
         return None

@@ -5,7 +5,7 @@ so code composing seqlower's passes in its own PassManager can read them."""
 from __future__ import annotations
 
 __all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPEN_WHEN_EMPTY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY",
-           "RESERVED_NAMES_KEY", "LEGALIZE_KEY"]
+           "RESERVED_NAMES_KEY", "LEGALIZE_KEY", "SHAPE_HIDDEN"]
 
 # model.meta: every rewrite, a list of dicts {op, node, graph, into, how}.
 REPORT_KEY = "seqlower.rewrites"
@@ -38,3 +38,7 @@ OPEN_WHEN_EMPTY = "seqlower.open_when_empty"
 # every builder of a pass asks them before it writes an op, and writes another form of an
 # op the target refuses.
 LEGALIZE_KEY = "seqlower.legalize"
+# Node names: the stem of what hides an OpenVINO value's shape (``Ops.shape_hidden`` named
+# STEM, its Slice STEM_in): the rewrites that write it leave a value read through it alone,
+# and check --target reads such a value as read right (targets/quirks/branches.py, values.py).
+SHAPE_HIDDEN = "_shape_hidden"

@@ -153,6 +153,11 @@ def _original_runs(path: Path, feeds: dict[str, np.ndarray]) -> bool:
         return False
 
 
+def _matches(out: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> bool:
+    """The framework's outputs, shapes and values (the cases' own tolerance)."""
+    return all(out[k].shape == v.shape and np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in expected.items())
+
+
 def score(low: onnx.ModelProto, backend: str, path: Path) -> tuple[int, int, int, int, str]:
     """Cases equal, cases with wrong numbers (ran, but other values or shapes), cases past
     the --max-trips bound (the model's flag raised), cases the export itself runs, and the
@@ -169,7 +174,7 @@ def score(low: onnx.ModelProto, backend: str, path: Path) -> tuple[int, int, int
         if flag is not None and bool(np.asarray(out[flag]).any()):
             over += 1
             continue
-        good = all(out[k].shape == v.shape and np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in expected.items())
+        good = _matches(out, expected)
         ok += good
         wrong += not good
     return ok, wrong, over, len(cases), first
@@ -214,7 +219,7 @@ def specialized_cell(m: onnx.ModelProto, runtime: str, path: Path) -> tuple[str,
         except Exception as e:  # noqa: BLE001
             first = first or str(e).split(":", 2)[-1].strip()[:48]
             continue
-        good = all(out[k].shape == v.shape and np.allclose(out[k], v, rtol=1e-5, atol=1e-5) for k, v in expected.items())
+        good = _matches(out, expected)
         ok += good
         wrong += not good
     text = f"{ok}/{len(cases)}" + (f" named {named}" if named else "") + (f" WRONG {wrong}" if wrong else "") \

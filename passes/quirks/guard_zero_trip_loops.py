@@ -30,6 +30,7 @@ from seqlower.passes.lowering._tensor_ops import INT64, Ops
 from seqlower.passes.loops.loops_to_scans import carries_one_shape
 from seqlower.analysis.analyzer import const_array, is_default_domain
 from seqlower.ir.builder import NameAuthority
+from seqlower.keys import SHAPE_HIDDEN
 
 __all__ = ["GuardZeroTripLoopsPass"]
 
@@ -101,7 +102,7 @@ def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
             # from it (a no-op at run time). Only growing states: hiding every state's
             # broke a Loop whose states shrink (graph program 20262).
             init = node.inputs[2 + k]
-            node.replace_input_with(2 + k, o.shape_hidden(init, init.shape.rank(), f"{init.name or base}_shape_hidden"))
+            node.replace_input_with(2 + k, o.shape_hidden(init, init.shape.rank(), f"{init.name or base}{SHAPE_HIDDEN}"))
     made = [n for n in a.b.nodes if n.op_type != "Constant"]
     for n in made:
         scope.graph.remove(n)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower.analysis.analyzer import is_default_domain
+from seqlower.keys import SHAPE_HIDDEN
 from seqlower.ir.builder import Builder, NameAuthority
 from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.passes.loops.ifs_to_selects import run_time_shaped
@@ -25,7 +26,6 @@ from seqlower.passes.lowering._tensor_ops import Ops
 
 __all__ = ["HideIfOutputShapesPass"]
 
-_STEM = "_shape_hidden"  # (shape_hidden names its Slice STEM_in)
 
 
 class HideIfOutputShapesPass(ir.passes.InPlacePass):
@@ -41,10 +41,10 @@ def _hide(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
     for v in node.outputs:
         if not _run_time(v) or _already_hidden(v):
             continue
-        readers = [(user, k) for user, k in v.uses()]
+        readers = list(v.uses())
         if not readers:
             continue
-        sliced = Ops(b).shape_hidden(v, v.shape.rank(), f"{v.name or 'if'}{_STEM}")
+        sliced = Ops(b).shape_hidden(v, v.shape.rank(), f"{v.name or 'if'}{SHAPE_HIDDEN}")
         for user, k in readers:
             user.replace_input_with(k, sliced)
         hidden += 1
@@ -58,4 +58,4 @@ def _run_time(v: ir.Value) -> bool:
 def _already_hidden(v: ir.Value) -> bool:
     """Read through the Slice this pass wrote (lowering a lowered model adds none)."""
     users = [user for user, _ in v.uses()]
-    return any(user.op_type == "Slice" and (user.outputs[0].name or "").endswith(f"{_STEM}_in") for user in users)
+    return any(user.op_type == "Slice" and (user.outputs[0].name or "").endswith(f"{SHAPE_HIDDEN}_in") for user in users)

@@ -10,9 +10,13 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seqlower.cli._common import EXIT_FAIL, EXIT_OK, nulls
 from seqlower.errors import ModelWarning, SeqlowerError
+
+if TYPE_CHECKING:
+    from seqlower.executor.reduce import Reduction
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
@@ -45,7 +49,7 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     return EXIT_OK if found.found else EXIT_FAIL
 
 
-def _write(folder: Path, found) -> None:  # noqa: ANN001 - a Reduction
+def _write(folder: Path, found: Reduction) -> None:
     """The reproducer and its inputs and the reference's output (backend test-data layout),
     written in a folder beside ``folder`` and renamed into place: all or nothing."""
     import onnx

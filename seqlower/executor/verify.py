@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import onnx
 
 from seqlower.errors import ExecutionError, SeqlowerError
 from seqlower.executor.compare import OutputReport, compare_values
@@ -140,8 +141,6 @@ def _synthesis(a: Executor, b: Executor, dims: dict[str, int] | None) -> tuple[l
 
 def _with_shape(port: Port, dims: list[int]) -> Port:
     """``port`` with its tensor's (a sequence's or optional's: its elements') shape ``dims``."""
-    import onnx
-
     tp = onnx.TypeProto()
     tp.CopyFrom(port.type)
     inner = tp

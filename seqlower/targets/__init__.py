@@ -18,6 +18,7 @@ from pathlib import Path
 import onnx
 
 from seqlower.errors import ModelError, describe_node
+from seqlower.ops import REDUCE_OPS
 from seqlower.io.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
 
 __all__ = ["Gap", "Target", "TARGETS", "lacking_ops", "load_target", "quirk_gaps", "target_gaps"]
@@ -45,12 +46,12 @@ class Target:
             return True
         if dtype is not None and op in self.types and dtype not in self.types[op]:
             return True
-        return opset >= 18 and op in _REDUCTIONS_NOT_FROM_18 and any(q == "no-reduce-18" for q, _ in self.quirks)
+        return opset >= 18 and op in NO_REDUCE_18_OPS and any(q == "no-reduce-18" for q, _ in self.quirks)
 
 
-# onnx2torch converts no reduction but these from opset 18 (quirk no-reduce-18; its
-# rewrite writes the others with ReduceSum).
-_REDUCTIONS_NOT_FROM_18 = frozenset({"ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSumExp"})
+# The reductions onnx2torch has no converter for from opset 18, where their axes became an
+# input (quirk no-reduce-18: its rewrite writes some with ReduceSum, its detector names the rest).
+NO_REDUCE_18_OPS = REDUCE_OPS - {"ReduceSum"}
 
 
 @dataclass(frozen=True)

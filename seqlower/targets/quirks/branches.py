@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import onnx
 
+from seqlower.keys import SHAPE_HIDDEN
 from seqlower.errors import describe_node
 from seqlower.io.inventory import walk_graphs
 from seqlower.targets.quirks.facts import Dim, data_sized_values, dims_of, inferred_model, names_read, show_dims
@@ -214,7 +215,7 @@ def _read_twice(readers: dict[str, list[onnx.NodeProto]], name: str) -> bool:
 
 def _shape_hiding(node: onnx.NodeProto) -> bool:
     # (its Shape, Size and Slice of the output: Ops.shape_hidden names them STEM_in...)
-    return bool(node.output) and "_shape_hidden_in" in node.output[0]
+    return bool(node.output) and f"{SHAPE_HIDDEN}_in" in node.output[0]
 
 
 def _if_run_time_shapes(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:

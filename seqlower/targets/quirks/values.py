@@ -9,6 +9,8 @@ import onnx
 
 from seqlower import ops
 from seqlower.errors import describe_node
+from seqlower.keys import SHAPE_HIDDEN
+from seqlower.targets import NO_REDUCE_18_OPS
 from seqlower.io.inventory import walk_graphs
 from seqlower.targets.quirks.facts import constants_of, dims_of, inferred_model, show_dims, typed_graphs
 
@@ -68,7 +70,7 @@ def _reductions_from_18(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
         return
     for path, graph, _ in walk_graphs(model):
         for node in graph.node:
-            if node.op_type in _REDUCING_OPS - {"ReduceSum", "ArgMax", "ArgMin"} and node.domain in ("", "ai.onnx"):
+            if node.op_type in NO_REDUCE_18_OPS and node.domain in ("", "ai.onnx"):
                 yield (describe_node(node.op_type, node.name, list(node.output)), path,
                        f"onnx2torch has no {node.op_type} converter from opset 18 (quirk no-reduce-18)")
 
@@ -128,7 +130,7 @@ def _loops_growing_from_a_row(model: onnx.ModelProto) -> Iterator[tuple[str, str
         body_made = {o: b for b in body.node for o in b.output}
         for k, init in enumerate(n.input[2:]):
             p = made.get(init)
-            if p is not None and "_shape_hidden_in" in init:
+            if p is not None and f"{SHAPE_HIDDEN}_in" in init:
                 continue  # (its shape hidden from OpenVINO: passes/quirks/guard_zero_trip_loops.py)
             if p is not None and p.op_type == "Slice" and p.input:
                 # A row padded in and sliced off again (quirk concat-after-run-time-empty):
