@@ -145,7 +145,7 @@ def _rename(node: ir.Node, names: NameAuthority, i: int | str) -> None:
         if value is not None and value.type == ir.AttributeType.TENSOR and n.outputs[0].name:
             # Graph.clone shares the tensor among the copies: each gets its own, named
             # like its output (else the last copy's name is every copy's).
-            n.attributes["value"] = ir.AttrTensor("value", named_copy(value.as_tensor(), n.outputs[0].name))
+            n.attributes["value"] = ir.AttrTensor("value", named_copy(value.value, n.outputs[0].name))
         for attr in n.attributes.values():
             graphs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else list(attr.as_graphs()) if attr.type == ir.AttributeType.GRAPHS else []
             for g in graphs:

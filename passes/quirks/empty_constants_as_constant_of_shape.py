@@ -58,14 +58,14 @@ def _rewrite_constant(node: ir.Node, scope: Scope, names: NameAuthority) -> tupl
     if node.op_type != "Constant" or not is_default_domain(node) or "value" not in node.attributes:
         return None
     value = node.attributes["value"]
-    if value.type != ir.AttributeType.TENSOR or not _empty(value.as_tensor()):
+    if value.type != ir.AttributeType.TENSOR or not _empty(value.value):
         return None
     out = node.outputs[0]
     if _shapes_only(out) and not out.is_graph_output():
         return None
     if out.is_graph_output() and scope.main:
         return None  # (a model returning an empty constant: nothing reads it)
-    made = _constant_of_shape(scope.builder(node, names), value.as_tensor(), f"{out.name or 'empty'}_of_shape")
+    made = _constant_of_shape(scope.builder(node, names), value.value, f"{out.name or 'empty'}_of_shape")
     # A branch or body returning it: the If or Loop reads it (an If whose branches both
     # give an empty list, graph program 20371: "Slice `data` input can't be a scalar").
     outputs = scope.graph.outputs

@@ -95,7 +95,7 @@ class NarrowInt64SentinelsPass(ir.passes.InPlacePass):
 def _narrow_constant(node: ir.Node) -> bool:
     attr = node.attributes.get("value")
     if attr is not None and attr.type == ir.AttributeType.TENSOR:
-        tensor = attr.as_tensor()
+        tensor = attr.value
         if tensor.dtype == ir.DataType.INT64 and (new := _narrowed(tensor.numpy())) is not None:
             node.attributes["value"] = ir.AttrTensor("value", ir.tensor(new, name=tensor.name))
             return True

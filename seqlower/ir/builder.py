@@ -63,31 +63,18 @@ class NameAuthority:
     functions share one namespace, so a subgraph never shadows an outer name)."""
 
     def __init__(self, model: ir.Model) -> None:
-        self._used: set[str] = set()
+        self._model = model
+        self._scanned: set[str] | None = None  # (taken on the first name asked: most passes ask none)
         self._counters: dict[str, int] = {}
-        # A region's sub-model (seqlower.fastpath.regions) carries the names the rest of the model uses.
-        self._used.update(model.meta.get(RESERVED_NAMES_KEY, ()))
         # Small constants already emitted, per graph: (graph id, dtype, shape, bytes) ->
         # value, so a lowering emits one `axes = [0]` per graph, not one per chunk.
         self.constant_pool: dict[tuple[int, str, tuple[int, ...], bytes], ir.Value] = {}
-        graphs: list[ir.Graph | ir.Function] = list(graphs_of(model))
-        for f in model.functions.values():
-            graphs.append(f)
-            graphs.extend(sub for node in ir.traversal.RecursiveGraphIterator(f) for sub in subgraphs(node))
-        for g in graphs:
-            for v in g.inputs:
-                self._take(v.name)
-            if isinstance(g, ir.Graph):
-                for name in g.initializers:
-                    self._take(name)
-            for node in g:
-                self._take(node.name)
-                for v in node.outputs:
-                    self._take(v.name)
 
-    def _take(self, name: str | None) -> None:
-        if name:
-            self._used.add(name)
+    @property
+    def _used(self) -> set[str]:
+        if self._scanned is None:
+            self._scanned = _names_in(self._model)
+        return self._scanned
 
     def fresh(self, base: str) -> str:
         base = base or "v"
@@ -102,6 +89,27 @@ class NameAuthority:
                 self._counters[base] = n
                 self._used.add(cand)
                 return cand
+
+
+def _names_in(model: ir.Model) -> set[str]:
+    """Every name the model uses: its graphs', functions' and subgraphs' inputs,
+    initializers, nodes and values, and the names a region's sub-model reserves."""
+    # A region's sub-model (seqlower.fastpath.regions) carries the names the rest of the model uses.
+    used: set[str] = set(model.meta.get(RESERVED_NAMES_KEY, ()))
+    graphs: list[ir.Graph | ir.Function] = list(graphs_of(model))
+    for f in model.functions.values():
+        graphs.append(f)
+        graphs.extend(sub for node in ir.traversal.RecursiveGraphIterator(f) for sub in subgraphs(node))
+    for g in graphs:
+        used.update(v.name for v in g.inputs)
+        if isinstance(g, ir.Graph):
+            used.update(g.initializers)
+        for node in g:
+            used.add(node.name)
+            used.update(v.name for v in node.outputs)
+    used.discard(None)
+    used.discard("")
+    return used
 
 
 @functools.cache
