@@ -10,7 +10,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes.common import CommonSubexpressionEliminationPass, DeduplicateInitializersPass
 
-from seqlower.passes.loops.bound_loops import BoundLoopsPass, TripBounds
+from seqlower.passes.loops.bound_loops import BoundLoopsPass, TripBounds, loop_of_fixed_shapes
 from seqlower.passes.loops.carry_string_scans import CarryStringScansPass
 from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
 from seqlower.passes.lowering.inline_sequence_functions import InlineSequenceFunctionsPass
@@ -44,8 +44,8 @@ from seqlower.passes.loops.vectorize_ragged_loops import VectorizeRaggedLoopsPas
 from seqlower.analysis.analyzer import ANALYSIS_STASH_KEY
 from seqlower.keys import LOOP_REASONS_KEY
 from seqlower.io.models import check_model
-from seqlower.targets.registry import QUIRKS, relevant_ops
-from seqlower.options import LowerOptions
+from seqlower.targets.registry import FIXED_SHAPE_LOOPS, QUIRKS, relevant_ops
+from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
 from seqlower.targets import Target, load_target
 
 __all__ = ["MAX_ROUNDS", "CheckModelPass", "build_passes", "loop_fallbacks"]
@@ -133,7 +133,7 @@ def _round(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
         *([LowerCumSumPass()] if "CumSum" in target.lacks else []),
         # What stays a Loop (a run-time trip count) runs batched where its body allows,
         # else as a Scan where the target has one.
-        *loop_fallbacks(target, TripBounds(options.max_trips, options.dim_max)),
+        *loop_fallbacks(target, TripBounds(options.max_trips, options.dim_max), options.max_unroll),
         # Without If, an If runs both branches.
         *([IfsToSelectsPass()] if "If" in target.lacks else []),
         CleanUpGraphPass(),
@@ -142,6 +142,14 @@ def _round(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
 
 def _every_loop(node: ir.Node) -> bool:
     return True
+
+
+def _not_of_fixed_shapes(node: ir.Node) -> bool:
+    # (a Loop still carrying a list is left for the lowerings: it may lower to fixed shapes)
+    body = node.attributes["body"].as_graph() if "body" in node.attributes else None
+    if body is None or not all(isinstance(v.type, ir.TensorType) for v in (*body.inputs, *body.outputs)):
+        return False
+    return not loop_of_fixed_shapes(node)
 
 
 def _after_rounds(options: LowerOptions, target: Target, inferred_after: bool) -> list[ir.passes.PassBase]:
@@ -346,13 +354,19 @@ def after_folding(options: LowerOptions) -> list[ir.passes.PassBase]:
     return passes + quirk_rewrites(target, options, None)
 
 
-def loop_fallbacks(target: Target, bounds: TripBounds | None = None) -> list[ir.passes.PassBase]:
+def loop_fallbacks(target: Target, bounds: TripBounds | None = None,
+                   max_unroll: int = DEFAULT_MAX_UNROLL) -> list[ir.passes.PassBase]:
     """For a target without Loop, what takes the Loops unrolling leaves: the batched body,
-    else a Scan where the target has one, else (given ``bounds``) predicated steps."""
-
-    if "Loop" not in target.lacks:
-        return []
+    else a Scan where the target has one, else (given ``bounds``) predicated steps. For a
+    target that runs only Loops of fixed shapes, the Loops lowered to other shapes (a list
+    carried and grown, scan outputs of a run-time length): unrolled where their trip count
+    is a constant, else (given ``bounds``) predicated steps."""
     quirks = dict(target.quirks)
+    if "Loop" not in target.lacks:
+        if not FIXED_SHAPE_LOOPS & quirks.keys():
+            return []
+        refused = _not_of_fixed_shapes
+        return [UnrollLoopsPass(max_unroll, select=refused), *([BoundLoopsPass(bounds, select=refused)] if bounds else [])]
     scans = [LoopsToScansPass(nested="nested-scan-state" not in quirks, known_steps="if-branch-facts" in quirks)] \
         if "Scan" not in target.lacks else []
     bounded = [BoundLoopsPass(bounds)] if bounds else []

@@ -35,8 +35,8 @@ class LowerOptions:
     # onnxscript's optimizer (constant folding, common subexpressions, identity removal)
     # on the lowered region, never on nodes seqlower did not write (--no-optimize).
     optimize: bool = True
-    # For a target without Loop: a Loop with a run-time trip count that nothing else
-    # removes is unrolled into this many predicated steps (--max-trips), or into the
+    # For a target without Loop (or running only Loops of fixed shapes: tensorrt): a Loop
+    # with a run-time trip count that nothing else removes (or that the target refuses) is unrolled into this many predicated steps (--max-trips), or into the
     # bound of the model input dim its trip count is read from (--dim-max NAME=N); the
     # output seqlower_trips_exceeded says when a run needed more.
     max_trips: int | None = None

@@ -83,6 +83,7 @@ def lower_checked(
     target: str = "generic",
     check_each_pass: bool = False,
     promises: bool | None = None,
+    max_trips: int | None = None,
 ):
     """Lower ``m`` and check it: tensor-only, passes the full checker, keeps opset, IR
     version and declared inputs, and equal to the original on every backend asked for.
@@ -98,7 +99,7 @@ def lower_checked(
     from seqlower.io.models import to_proto
 
     original = m.SerializeToString()
-    options = _options(max_unroll, policy, packed, target)
+    options = _options(max_unroll, policy, packed, target, max_trips)
     options.check_each_pass = check_each_pass
     low_ir, report = lower_with_report(load_model(m), options)
     low = to_proto(low_ir)
@@ -127,9 +128,9 @@ def lower_checked(
         assert rep.equivalent, (backend, rep.to_json())
     if not (promises if promises is not None else _curated(m)):
         return low, report
-    again = to_proto(lower_with_report(load_model(m), _options(max_unroll, policy, packed, target))[0])
+    again = to_proto(lower_with_report(load_model(m), _options(max_unroll, policy, packed, target, max_trips))[0])
     assert again.SerializeToString() == low.SerializeToString(), "lowering is not deterministic"
-    twice = to_proto(lower_with_report(load_model(low), _options(max_unroll, policy, packed, target))[0])
+    twice = to_proto(lower_with_report(load_model(low), _options(max_unroll, policy, packed, target, max_trips))[0])
     assert twice.SerializeToString() == low.SerializeToString(), "lowering a lowered model changed it"
     _region_way(m, options, tensor_only, inputs, policy, dims, backends[0] if backends else None)
     if "onnxruntime" in backends:
@@ -182,10 +183,10 @@ def _shapeless_io(m: onnx.ModelProto) -> bool:
                for vi in [*m.graph.input, *m.graph.output])
 
 
-def _options(max_unroll: int, policy: str, packed: bool = True, target: str = "generic"):
+def _options(max_unroll: int, policy: str, packed: bool = True, target: str = "generic", max_trips: int | None = None):
     from seqlower import LowerOptions
 
-    return LowerOptions(max_unroll=max_unroll, keepdims_policy=policy, packed=packed, target=target)
+    return LowerOptions(max_unroll=max_unroll, keepdims_policy=policy, packed=packed, target=target, max_trips=max_trips)
 
 
 def ops_of(m: onnx.ModelProto) -> list[str]:

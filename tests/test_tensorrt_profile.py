@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from seqlower.errors import describe_node
@@ -155,3 +156,103 @@ def test_a_flat_lists_bounds_of_unknown_row_shape_are_counted_in_a_type_tensorrt
     m, feeds = generate(lambda kind, *a: rng.randint(a[0], a[1]) if kind == "int" else rng.choice(a[0]), shapes="v3")
     low, _ = lower_checked(m, inputs=[feeds], target="tensorrt")
     assert _findings(low, "trt-op-types") == []
+
+
+def _grown_in_loop(trips: int | None) -> onnx.ModelProto:
+    """The Loop of test_loops_tensorrt_cannot_parse_are_named (a carried list grown and a
+    scan output), ``trips`` a constant or the model input ``n``."""
+    grows = body([helper.make_node("Unsqueeze", ["i", "zero"], ["row"]),
+                  helper.make_node("Concat", ["acc", "row"], ["acc2"], axis=0),
+                  helper.make_node("Identity", ["c"], ["c2"]),
+                  helper.make_node("Identity", ["i"], ["step"])],
+                 [t("i", INT64, []), t("c", TensorProto.BOOL, []), t("acc", INT64, [None])],
+                 [t("c2", TensorProto.BOOL, []), t("acc2", INT64, [None]), t("step", INT64, [])])
+    inits = [const("zero", np.array([0], np.int64)), const("acc0", np.zeros(0, np.int64))]
+    inputs = [t("x", INT64, [None])]
+    if trips is None:
+        inputs.append(t("n", INT64, []))
+    else:
+        inits.append(const("n", np.array(trips, np.int64)))
+    return model([helper.make_node("Loop", ["n", "", "acc0"], ["acc", "steps"], body=grows),
+                  helper.make_node("Concat", ["x", "acc"], ["y"], axis=0)],
+                 inputs, [t("y", INT64, [None]), t("steps", INT64, [None])], initializer=inits)
+
+
+def test_a_loop_of_constant_trips_tensorrt_cannot_parse_is_unrolled():
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.io.models import to_proto
+    from seqlower.targets import target_gaps
+    from tests.helpers import ops_of
+
+    m = _grown_in_loop(5)
+    assert _findings(m, "trt-loop-carried-shape")  # (as exported, it is named)
+    low, report = lower_checked(m, inputs=[{"x": np.arange(3, dtype=np.int64)}], target="tensorrt")
+    assert "Loop" not in ops_of(low) and not report.gaps
+    # A Loop of fixed shapes stays a Loop (no scan output, the state keeps its shape).
+    keeps = body([helper.make_node("Add", ["acc", "i"], ["acc2"]), helper.make_node("Identity", ["c"], ["c2"])],
+                 [t("i", INT64, []), t("c", TensorProto.BOOL, []), t("acc", INT64, [])],
+                 [t("c2", TensorProto.BOOL, []), t("acc2", INT64, [])])
+    fixed = model([helper.make_node("Loop", ["n", "", "a0"], ["a"], body=keeps)], [t("a0", INT64, [])],
+                  [t("a", INT64, [])], initializer=[const("n", np.array(5, np.int64))])
+    lowered, _ = lower_with_report(load_model(fixed), LowerOptions(target="tensorrt"))
+    assert "Loop" in ops_of(to_proto(lowered)) and not target_gaps(to_proto(lowered), TRT)
+
+
+def test_a_loop_of_run_time_trips_tensorrt_cannot_parse_is_bounded_by_max_trips():
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.executor import Executor
+    from seqlower.io.models import to_proto
+    from tests.helpers import ops_of
+
+    m = _grown_in_loop(None)
+    plain, report = lower_with_report(load_model(m), LowerOptions(target="tensorrt"))
+    assert {g.why.rsplit("(quirk ", 1)[1][:-1] for g in report.gaps} == {"trt-loop-carried-shape", "trt-loop-scan-length"}
+    feeds = [{"x": np.arange(2, dtype=np.int64), "n": np.array(k, np.int64)} for k in (0, 1, 4)]
+    low, report = lower_checked(m, inputs=feeds, target="tensorrt", max_trips=4)
+    assert "Loop" not in ops_of(low) and not report.gaps
+    # Past the bound, the model says so.
+    out = Executor(low, backend="onnxruntime").run({"x": np.arange(2, dtype=np.int64), "n": np.array(5, np.int64)}).outputs
+    assert bool(out["seqlower_trips_exceeded"])
+
+
+# Fixtures whose list Loops lower to Loops tensorrt's parser refuses (a list grown, scans
+# of a run-time length), one of each export family, and whether one stays so lowered
+# without a bound (else its trip counts are constants, and the Loops are unrolled).
+BOUNDED_FOR_TENSORRT = [("exported/ts_loop_collect_steps_opset17", True), ("exported/ts_nonzero_rows_loop_opset17", True),
+                        ("exported/ts_masks_mapped_and_zipped_10323_opset19", False),
+                        ("tensorflow/tf_ragged_map_scaled_rows_opset17", True),
+                        ("tensorflow/tf_tensor_array_while_opset17", True)]
+
+
+@pytest.mark.parametrize("name, needs_bound", BOUNDED_FOR_TENSORRT)
+def test_fixtures_lowered_for_tensorrt_with_max_trips_have_no_loop_it_refuses(name, needs_bound):
+    """Lowered for tensorrt with --max-trips 12, no Loop is left that its parser refuses,
+    and every stored case the export runs on onnxruntime gives the framework's numbers
+    there (the flag down)."""
+    from pathlib import Path
+
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.executor import Executor
+    from seqlower.io.models import to_proto
+    from tests.test_exported_models import load_cases
+
+    path = Path(__file__).parent / "data" / f"{name}.onnx"
+    m = onnx.load(path)
+    _, plain = lower_with_report(load_model(m), LowerOptions(target="tensorrt"))
+    assert any("(quirk trt-loop" in g.why for g in plain.gaps) == needs_bound
+    lowered, report = lower_with_report(load_model(m), LowerOptions(target="tensorrt", max_trips=12))
+    low = to_proto(lowered)
+    assert not [g for g in report.gaps if "(quirk trt-loop" in g.why], report.gaps
+    original, ex = Executor(m, backend="onnxruntime"), Executor(low, backend="onnxruntime")
+    ran = 0
+    for k, (feeds, expected) in enumerate(load_cases(path)):
+        try:
+            original.run(feeds)
+        except Exception:  # noqa: BLE001 - the export's own failure (tf2onnx's ragged ops with no rows)
+            continue
+        out = ex.run(feeds).outputs
+        assert not out.get("seqlower_trips_exceeded", False), k
+        for key, want in expected.items():
+            np.testing.assert_allclose(out[key], want, rtol=1e-5, atol=1e-5, err_msg=f"case {k}: {key}")
+        ran += 1
+    assert ran >= 3

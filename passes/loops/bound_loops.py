@@ -1,5 +1,6 @@
 """Unroll a Loop that runs a run-time number of times into a bounded number of
-predicated steps, for targets without Loop (``--max-trips N``, ``--dim-max NAME=N``).
+predicated steps, for targets without Loop (``--max-trips N``, ``--dim-max NAME=N``), and
+for a target whose Loops must keep fixed shapes (TensorRT) the Loops that do not.
 
 What the other Loop rewrites leave (a body that neither batches nor becomes a Scan the
 target runs) is otherwise kept, and the target cannot run the model. Given a bound N,
@@ -29,7 +30,7 @@ unrolled Loop's body reaches the main graph with it and is bounded in the next r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,7 +44,7 @@ from seqlower.options import TRIPS_EXCEEDED_KEY
 from seqlower.analysis.analyzer import const_array, is_default_domain, node_label
 from seqlower.ir.helpers import loop_runs_all_trips
 
-__all__ = ["BoundLoopsPass", "TRIPS_EXCEEDED", "TRIPS_EXCEEDED_KEY", "TripBounds", "trip_count_dim"]
+__all__ = ["BoundLoopsPass", "TRIPS_EXCEEDED", "TRIPS_EXCEEDED_KEY", "TripBounds", "loop_of_fixed_shapes", "trip_count_dim"]
 
 # The model output that says a bounded Loop would have run past its bound.
 TRIPS_EXCEEDED = "seqlower_trips_exceeded"
@@ -61,9 +62,12 @@ class TripBounds:
 
 
 class BoundLoopsPass(ir.passes.InPlacePass):
-    def __init__(self, bounds: TripBounds) -> None:
+    """``select``: which Loops to bound (every one by default: a target without Loop)."""
+
+    def __init__(self, bounds: TripBounds, select: Callable[[ir.Node], bool] | None = None) -> None:
         super().__init__()
         self.bounds = bounds
+        self.select = select
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.model = model
@@ -72,6 +76,8 @@ class BoundLoopsPass(ir.passes.InPlacePass):
 
     def _rewrite(self, node: ir.Node, scope: Scope, names) -> tuple[str, str] | None:
         if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
+            return None
+        if self.select is not None and not self.select(node):
             return None
         plan = self._plan(node, scope)
         if isinstance(plan, str):
@@ -124,6 +130,19 @@ class BoundLoopsPass(ir.passes.InPlacePass):
         if bound == 0:
             return f"{how} bounds it to 0 steps"
         return bound, f"{how} {bound}", True
+
+
+def loop_of_fixed_shapes(node: ir.Node) -> bool:
+    """Whether a Loop is what a runtime that compiles a Loop to fixed shapes runs (TensorRT:
+    'Scan output length cannot be dynamic. The shape of Loop carried dependencies must be
+    the same across all loop iterations'): no scan output unless its trip count is a
+    constant, and every carried value returned with its shape."""
+    body = node.attributes["body"].as_graph()
+    carried = len(node.inputs) - 2
+    trips = node.inputs[0] if node.inputs else None
+    if len(body.outputs) > 1 + carried and (trips is None or const_array(trips) is None):
+        return False
+    return all(keeps_shape(bi, bo) for bi, bo in zip(body.inputs[2:], body.outputs[1 : 1 + carried]))
 
 
 def trip_count_dim(v: ir.Value) -> tuple[str, int] | None:

@@ -153,8 +153,9 @@ def _add_lower(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
                         f" back along its cut is one Gather at any length), and most trips of a Loop unrolled"
                         f" for a --target without Loop (default: {DEFAULT_MAX_UNROLL})")
     p.add_argument("--max-trips", type=_pos_int, metavar="N",
-                   help="for a --target without Loop: unroll a Loop whose trip count is known only at run time"
-                        " (and that no other rewrite removes) into N predicated steps; the lowered model gets a"
+                   help="for a --target without Loop, or that runs only Loops of fixed shapes (tensorrt): unroll"
+                        " a Loop whose trip count is known only at run time (and that no other rewrite removes, or"
+                        " that grows what it carries) into N predicated steps; the lowered model gets a"
                         " bool output seqlower_trips_exceeded, true when a run needed more steps (its outputs are"
                         " then those of the first N)")
     p.add_argument("--dim-max", type=_dim_bound, action="append", metavar="NAME=N",

@@ -23,12 +23,17 @@ from dataclasses import dataclass
 
 from seqlower import ops
 
-__all__ = ["QUIRKS", "QUIRK_OPS", "Quirk", "PHASES", "relevant_ops"]
+__all__ = ["FIXED_SHAPE_LOOPS", "QUIRKS", "QUIRK_OPS", "Quirk", "PHASES", "relevant_ops"]
 
 # Where a rewrite runs, after the rounds: "final" (in table order), "after-drop" (after
 # the empty operands of the unrolled lists' joins are dropped, as it pads joins), and
 # "after-inference" (after the final inference, whose dims it reads).
 PHASES = ("final", "after-drop", "after-inference")
+
+# Quirks of a target that runs only Loops of fixed shapes (no scan output over a run-time
+# trip count, carried values keep their shapes): given --max-trips or --dim-max, the
+# rounds bound the other Loops into predicated steps (passes/loops/bound_loops.py).
+FIXED_SHAPE_LOOPS = frozenset({"trt-loop-scan-length", "trt-loop-carried-shape"})
 
 
 @dataclass(frozen=True)
