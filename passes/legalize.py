@@ -11,10 +11,13 @@ the op, a rule writes another form of it:
   ``Gather`` per index along each axis, combined by ``Mul``/``Add``/``Max``/``Min`` (the
   product of a dims vector onnx2torch cannot reduce at opset 18);
 - ``CumSum`` along a constant axis: the masked ``ReduceSum`` (tract has no CumSum;
-  TensorRT runs it on floats only).
+  TensorRT runs it on floats only);
+- ``Identity``: an ``Expand`` to no new dims (onnx2torch has no Identity-19).
 
 What no rule can write (a reduction over a dim known only at run time) is written as it
-is, and ``check --target`` names it.
+is, and ``check --target`` names it. ``LegalizeNodesPass`` runs the same rules over the
+nodes already in the model, the user's own and those written before their shapes were
+known (onnx2torch: TorchScript's ReduceMin of a [2] vector at opset 19).
 """
 
 from __future__ import annotations
@@ -25,18 +28,21 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ir.builder import Builder
-from seqlower.ir.helpers import const_array
+from seqlower.ir.builder import Builder, NameAuthority
+from seqlower.ir.helpers import const_array, is_default_domain
+from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.passes.lowering._tensor_ops import Ops
 from seqlower.passes.quirks.lower_cumsum import masked_cumsum
 from seqlower.targets import Target, load_target
 
-__all__ = ["Legalizer", "for_target"]
+__all__ = ["LegalizeNodesPass", "Legalizer", "for_target"]
 
 # Reductions written as elementwise combinations of their slices: the op combining two.
 _COMBINE = {"ReduceProd": "Mul", "ReduceSum": "Add", "ReduceMax": "Max", "ReduceMin": "Min"}
 # The identity of each over nothing (a dim of 0): max and min have none.
 _EMPTY = {"ReduceProd": 1, "ReduceSum": 0}
+# The ops a rule can write in another form.
+_RULED = frozenset({*_COMBINE, "CumSum", "Identity"})
 # Past this many slices along the reduced axes, the reduction stays (and is named).
 _MAX_SLICES = 64
 
@@ -57,7 +63,35 @@ class Legalizer:
             return _reduce_by_slices(b, op, x, inputs, name, attrs)
         if op == "CumSum":
             return _cumsum(b, x, inputs, name, attrs)
+        if op == "Identity" and not self.target.refuses("Expand", b.opset, elem):
+            # x broadcast to no new dims: itself (onnx2torch has no Identity-19 or -21).
+            return b.op("Expand", [x, b.constant(np.zeros(0, np.int64), f"{name}_no_dims")], name, dtype=dtype, shape=shape)
         return None
+
+
+class LegalizeNodesPass(ir.passes.InPlacePass):
+    """Every node ``target`` refuses that a rule can write in another form, so written."""
+
+    def __init__(self, target: Target) -> None:
+        super().__init__()
+        self.legalizer = Legalizer(target)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return rewrite_each_node(model, self._rewrite)
+
+    def _rewrite(self, node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
+        if node.op_type not in _RULED or not is_default_domain(node) or len(node.outputs) != 1:
+            return None
+        out = node.outputs[0]
+        attrs = {k: a.value for k, a in node.attributes.items()}
+        b = scope.builder(node, names)
+        made = self.legalizer(b, node.op_type, list(node.inputs), names.fresh(f"{out.name or node.op_type}_legal"),
+                              out.dtype, out.shape, attrs)
+        if made is None:
+            return None
+        replace_output(out, made, scope, names, node, owned=True)
+        scope.graph.remove(node, safe=True)
+        return "tensor ops", f"{node.op_type} that {self.legalizer.target.name} refuses, in a form it runs"
 
 
 def for_target(name: str) -> Legalizer | None:

@@ -19,9 +19,11 @@ Both read ReduceSum with an axes input right:
   row of -inf gives -inf, a row holding +inf gives +inf (OpenVINO only: it needs
   ReduceMax, which onnx2torch lacks at 18 too)
 
-What a rewrite cannot take (integers where Log, Sqrt or a mean's division need floats;
-ReduceMax, ReduceMin and ReduceProd for onnx2torch) is left for ``check --target`` to
-name. Functions and subgraphs included.
+For onnx2torch, ReduceMax, ReduceMin and ReduceProd over dims of static sizes are then
+their slices combined by Max, Min and Mul (``passes/legalize.py``, which the lowering's
+own writes go through too). What a rewrite cannot take (integers where Log, Sqrt or a
+mean's division need floats; ReduceMax, ReduceMin and ReduceProd over a dim known only
+at run time) is left for ``check --target`` to name. Functions and subgraphs included.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ class Reach:
 # ReduceSum's axes became an input at 13; the other reductions' at 18.
 OPENVINO = Reach(frozenset(QUIRKS["reduce-axes-attribute-ignored"].ops), range(13, 18),
                  "a ReduceSum with an axes input, whose axes OpenVINO reads (OpenVINO)")
-ONNX2TORCH = Reach(frozenset(QUIRKS["no-reduce-18"].ops), range(18, 1000),
+# (its ReduceMax, ReduceMin and ReduceProd are the legalizer's)
+ONNX2TORCH = Reach(frozenset(QUIRKS["no-reduce-18"].ops) - {"ReduceMax", "ReduceMin", "ReduceProd"}, range(18, 1000),
                    "a ReduceSum, which onnx2torch converts at opset 18 (onnx2torch)")
 _INTEGER_OK = frozenset({"ReduceL1", "ReduceSumSquare"})
 
@@ -156,5 +159,9 @@ def for_openvino(options: LowerOptions, target: Target) -> list[ir.passes.PassBa
 
 
 def for_onnx2torch(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
-    """Quirk no-reduce-18's rewrite (seqlower.targets.registry)."""
-    return [ReductionsAsSumsPass(ONNX2TORCH)]
+    """Quirk no-reduce-18's rewrite (seqlower.targets.registry): the sums, then ReduceMax,
+    ReduceMin and ReduceProd over dims of static sizes as their slices combined
+    (``passes/legalize.py``)."""
+    from seqlower.passes.legalize import LegalizeNodesPass
+
+    return [ReductionsAsSumsPass(ONNX2TORCH), LegalizeNodesPass(target)]

@@ -310,6 +310,9 @@ class Builder:
     # -- ops ----------------------------------------------------------------------
 
     def identity(self, x: ir.Value, name: str) -> ir.Value:
+        if self.legalize is not None and isinstance(x.type, ir.TensorType) \
+                and (made := self.legalize(self, "Identity", [x], name, x.dtype, x.shape, {})) is not None:
+            return made
         node = self._emit("Identity", [x], outputs=[name], node_name=f"{name}_identity")
         out = node.outputs[0]
         out.type, out.shape = x.type, x.shape  # a sequence stays a sequence

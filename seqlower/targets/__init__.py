@@ -21,7 +21,7 @@ from seqlower.errors import ModelError, describe_node
 from seqlower.ops import REDUCE_OPS
 from seqlower.io.inventory import SEQUENCE_OPS, take_inventory, walk_graphs
 
-__all__ = ["Gap", "Target", "TARGETS", "lacking_ops", "load_target", "quirk_gaps", "target_gaps"]
+__all__ = ["Gap", "Target", "TARGETS", "lacking_ops", "load_target", "quirk_gaps", "schema_version", "target_gaps"]
 
 _HERE = Path(__file__).parent
 from seqlower.options import TARGETS  # noqa: E402 - one list, read without onnx
@@ -38,6 +38,9 @@ class Target:
     # them, the element types each op runs on (TensorProto names).
     opsets: tuple[int, int] | None = None
     types: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
+    # Where its converters are looked up by schema version (onnx2torch), the versions each
+    # op has one for; an op not listed has none.
+    converters: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False, hash=False)
 
     def refuses(self, op: str, opset: int, dtype: str | None) -> bool:
         """Whether the target cannot run a default-domain ``op`` at ``opset`` on elements of
@@ -46,7 +49,26 @@ class Target:
             return True
         if dtype is not None and op in self.types and dtype not in self.types[op]:
             return True
+        if self.converters and not self.converts(op, opset):
+            return True
         return opset >= 18 and op in NO_REDUCE_18_OPS and any(q == "no-reduce-18" for q, _ in self.quirks)
+
+    def converts(self, op: str, opset: int) -> bool:
+        """Whether a converter table (``converters``) has ``op`` at the version ``opset``
+        gives it (True where the target has no table, or onnx knows no such op)."""
+        if not self.converters:
+            return True
+        since = schema_version(op, opset)
+        return since is None or since in self.converters.get(op, ())
+
+
+@cache
+def schema_version(op: str, opset: int) -> int | None:
+    """The version of default-domain ``op``'s schema at ``opset`` (None: no such op)."""
+    try:
+        return onnx.defs.get_schema(op, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return None
 
 
 # The reductions onnx2torch has no converter for from opset 18, where their axes became an
@@ -82,6 +104,7 @@ def load_target(name: str) -> Target:
         quirks=tuple((q["id"], q["text"]) for q in doc.get("quirks", [])),
         opsets=tuple(doc["opsets"]) if "opsets" in doc else None,
         types={op: tuple(ts) for op, ts in doc.get("types", {}).items()},
+        converters={op: tuple(vs) for op, vs in doc.get("converters", {}).items()},
     )
 
 

@@ -79,7 +79,9 @@ _TABLE = [
     Quirk("reduce-axes-attribute-ignored", rewrite="quirks.reductions_as_sums:for_openvino",
           ops=("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"), detector="values:_integer_log_reductions"),
     Quirk("no-reduce-18", rewrite="quirks.reductions_as_sums:for_onnx2torch",
-          ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"), detector="values:_reductions_from_18"),
+          ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"),
+          detector="values:_reductions_from_18"),
+    Quirk("no-converter", detector="values:_without_converter"),
     # (tract's product of nothing is 1 already)
     Quirk("reduce-empty-axis", rewrite="quirks.pad_reduced_axes:for_empty_axes", ops=tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"}))),
     Quirk("reduce-extremes-finite", rewrite="quirks.pad_reduced_axes:for_extremes", ops=("ReduceMax", "ReduceMin")),

@@ -75,6 +75,27 @@ def _reductions_from_18(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]
                        f"onnx2torch has no {node.op_type} converter from opset 18 (quirk no-reduce-18)")
 
 
+def _without_converter(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """onnx2torch: a node whose op has no converter at the version the model's opset gives
+    it (its table: seqlower/targets/onnx2torch.toml's [converters]), other than what other
+    reasons name (the ops it lacks, the reductions of quirk no-reduce-18)."""
+    from seqlower.targets import load_target, schema_version
+
+    target = load_target("onnx2torch")
+    opset = _opset(model)
+    for path, graph, _ in walk_graphs(model):
+        for node in graph.node:
+            op = node.op_type
+            if node.domain not in ("", "ai.onnx") or op in target.lacks or target.converts(op, opset) \
+                    or opset >= 18 and op in NO_REDUCE_18_OPS:
+                continue
+            has = target.converters.get(op, ())
+            yield (describe_node(op, node.name, list(node.output)), path,
+                   f"onnx2torch has no converter for {op}-{schema_version(op, opset)} (opset {opset}"
+                   + (f"; it converts versions {', '.join(map(str, has))}" if has else "; none for any version")
+                   + ") (quirk no-converter)")
+
+
 def _empty_constant_readers(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
     """OpenVINO: a node that reads a zero-size constant, which its frontend takes as a
     tensor of shape [] (``lower --target openvino`` writes every one as a ConstantOfShape,

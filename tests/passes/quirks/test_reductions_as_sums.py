@@ -217,6 +217,26 @@ def test_what_no_sum_writes_is_named_for_onnx2torch():
     assert target_gaps(low, load_target("onnx2torch")) == []
 
 
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceProd"])
+@pytest.mark.parametrize("axes,keepdims", [([1], 0), ([0, 1], 1), (None, 0), ([-2], 1)])
+def test_opset_18_extremes_and_products_over_static_dims_are_their_slices_for_onnx2torch(op, axes, keepdims):
+    # (TorchScript's min of a [2] vector at opset 19, the user's own node: onnx2torch has
+    # no converter for it, and the legalizer's slices run the same numbers)
+    inputs, inits = ["x"], []
+    if axes is not None:
+        inputs.append("axes")
+        inits.append(onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+    reduced = {a % 2 for a in axes} if axes is not None else {0, 1}
+    dims = [1 if a in reduced else d for a, d in enumerate([3, 4]) if keepdims or a not in reduced]
+    m = model([helper.make_node(op, inputs, ["y"], keepdims=keepdims)], [t("x", FLOAT, [3, 4])],
+              [t("y", FLOAT, dims)], initializer=inits, opset=18)
+    xs = [{"x": (np.arange(12, dtype=np.float32).reshape(3, 4) - 5) / 3}]
+    low, report = lower_checked(m, inputs=xs, target="onnx2torch")
+    assert op not in ops_of(low) and not report.gaps
+    # Over a dim known only at run time it stays, named.
+    assert target_gaps(lowered_for(_reduce_18(op, [1]), "onnx2torch"), load_target("onnx2torch"))
+
+
 def test_onnx2torch_itself_converts_the_sums_and_not_the_originals():
     """Runs only where onnx2torch is installed (it is not a test dependency)."""
     import importlib.util
