@@ -12,7 +12,10 @@ the op, a rule writes another form of it:
   product of a dims vector onnx2torch cannot reduce at opset 18);
 - ``CumSum`` along a constant axis: the masked ``ReduceSum`` (tract has no CumSum;
   TensorRT runs it on floats only);
-- ``Identity``: an ``Expand`` to no new dims (onnx2torch has no Identity-19).
+- ``Identity``: an ``Expand`` to no new dims (onnx2torch has no Identity-19);
+- ``Reshape`` to a constant shape that only drops and inserts dims of 1 (a position
+  made a [1] vector), or flattens to one dim: ``Squeeze``/``Unsqueeze``, ``Flatten``
+  (onnx2torch has no Reshape-19).
 
 What no rule can write (a reduction over a dim known only at run time) is written as it
 is, and ``check --target`` names it. ``LegalizeNodesPass`` runs the same rules over the
@@ -33,6 +36,7 @@ from seqlower.ir.helpers import const_array, is_default_domain
 from seqlower.passes._rewrite import Scope, replace_output, rewrite_each_node
 from seqlower.passes.lowering._tensor_ops import Ops
 from seqlower.passes.quirks.lower_cumsum import masked_cumsum
+from seqlower.options import LowerOptions
 from seqlower.targets import Target, load_target
 
 __all__ = ["LegalizeNodesPass", "Legalizer", "for_target"]
@@ -42,7 +46,7 @@ _COMBINE = {"ReduceProd": "Mul", "ReduceSum": "Add", "ReduceMax": "Max", "Reduce
 # The identity of each over nothing (a dim of 0): max and min have none.
 _EMPTY = {"ReduceProd": 1, "ReduceSum": 0}
 # The ops a rule can write in another form.
-_RULED = frozenset({*_COMBINE, "CumSum", "Identity"})
+_RULED = frozenset({*_COMBINE, "CumSum", "Identity", "Reshape"})
 # Past this many slices along the reduced axes, the reduction stays (and is named).
 _MAX_SLICES = 64
 
@@ -63,6 +67,8 @@ class Legalizer:
             return _reduce_by_slices(b, op, x, inputs, name, attrs)
         if op == "CumSum":
             return _cumsum(b, x, inputs, name, attrs)
+        if op == "Reshape":
+            return _reshape_by_squeezes(b, x, inputs, name, self.target)
         if op == "Identity" and not self.target.refuses("Expand", b.opset, elem):
             # x broadcast to no new dims: itself (onnx2torch has no Identity-19 or -21).
             return b.op("Expand", [x, b.constant(np.zeros(0, np.int64), f"{name}_no_dims")], name, dtype=dtype, shape=shape)
@@ -92,6 +98,14 @@ class LegalizeNodesPass(ir.passes.InPlacePass):
         replace_output(out, made, scope, names, node, owned=True)
         scope.graph.remove(node, safe=True)
         return "tensor ops", f"{node.op_type} that {self.legalizer.target.name} refuses, in a form it runs"
+
+
+def legalize_nodes(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
+    """Quirk no-converter's rewrite (seqlower.targets.registry), and a clean-up of what the
+    nodes it rewrote read (after the fold too: a lowered model lowered again is the same)."""
+    from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
+
+    return [LegalizeNodesPass(target), CleanUpGraphPass()]
 
 
 def for_target(name: str) -> Legalizer | None:
@@ -129,10 +143,13 @@ def _reduce_by_slices(b: Builder, op: str, x: ir.Value, inputs: Sequence[ir.Valu
                 return None
             value = b.constant(np.full(current, _EMPTY[op], dtype=x.dtype.numpy()), f"{name}_empty{a}")
             continue
-        parts = [o.op("Gather", [value, o.ints([k])], f"{name}_at{a}_{k}", axis=a) for k in range(d)]
+        # (shapes stated: the rules run after the final inference too)
+        dims_now = [dd if isinstance(dd, int) else getattr(dd, "value", None) for dd in current]
+        parts = [o.op("Gather", [value, o.ints([k])], f"{name}_at{a}_{k}", dtype=x.dtype, shape=dims_now, axis=a)
+                 for k in range(d)]
         value = parts[0]
         for k, part in enumerate(parts[1:], 1):
-            value = b.op(_COMBINE[op], [value, part], f"{name}_{a}_{k}")
+            value = b.op(_COMBINE[op], [value, part], f"{name}_{a}_{k}", dtype=x.dtype, shape=dims_now)
     keepdims = attrs.get("keepdims", 1)
     if keepdims or not axes:
         return b.op("Identity", [value], name) if value is x else value
@@ -142,6 +159,31 @@ def _reduce_by_slices(b: Builder, op: str, x: ir.Value, inputs: Sequence[ir.Valu
     if b.opset >= 13:
         return o.op("Squeeze", [value, o.ints(axes)], name)
     return o.op("Squeeze", [value], name, axes=axes)
+
+
+def _reshape_by_squeezes(b: Builder, x: ir.Value, inputs: Sequence[ir.Value | None], name: str,
+                         target: Target) -> ir.Value | None:
+    shape_c = const_array(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+    if x.shape is None or shape_c is None or any(not isinstance(d, int) for d in x.shape.dims) or b.opset < 13:
+        return None
+    dims, want = [int(d) for d in x.shape.dims], [int(d) for d in shape_c.reshape(-1)]
+    size = int(np.prod(dims))
+    if -1 in want:
+        rest = int(np.prod([d for d in want if d != -1]))
+        want = [size // rest if d == -1 and rest else d for d in want]
+    if 0 in want or int(np.prod(want)) != size:
+        return None  # (a 0 copies x's dim unless allowzero: not worth a rule)
+    o = Ops(b)
+    if [d for d in dims if d != 1] == [d for d in want if d != 1]:
+        if any(target.refuses(op, b.opset, None) for op in ("Squeeze", "Unsqueeze")):
+            return None
+        ones = [a for a, d in enumerate(dims) if d == 1]
+        flat = o.op("Squeeze", [x, o.ints(ones)], f"{name}_squeezed") if ones else x
+        new = [a for a, d in enumerate(want) if d == 1]
+        return o.op("Unsqueeze", [flat, o.ints(new)], name) if new else b.op("Identity", [flat], name)
+    if len(want) == 1 and not target.refuses("Flatten", b.opset, None) and not target.refuses("Squeeze", b.opset, None):
+        return o.op("Squeeze", [o.op("Flatten", [x], f"{name}_flat", axis=0), o.ints([0])], name)
+    return None
 
 
 def _cumsum(b: Builder, x: ir.Value, inputs: Sequence[ir.Value | None], name: str,

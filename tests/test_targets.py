@@ -145,3 +145,35 @@ def test_lower_for_a_target_says_why_a_loop_stays(capsys, tmp_path):
     # check works it out from the file alone, for the original as well.
     code, out, _ = cli(capsys, "check", src, "--target", "tinygrad")
     assert code == 1 and "tinygrad has no Loop, and it cannot be unrolled: its trip count is known only at run time (--max-trips N unrolls it into N predicated steps)" in out
+
+
+def test_onnx2torch_converters_are_looked_up_by_schema_version():
+    """Its profile's converter table (read off its registry): a node whose op has no
+    converter at the version the model's opset gives it is named, and the lowering writes
+    an Identity it has none for as an Expand to no new dims (the numbers unchanged)."""
+    from onnx import helper
+
+    from seqlower import LowerOptions, load_model, lower_with_report
+    from seqlower.io.models import to_proto
+    from tests.helpers import FLOAT, INT64, lower_checked, model, ops_of, t
+
+    o2t = load_target("onnx2torch")
+    assert o2t.converts("Constant", 18) and not o2t.converts("Constant", 19)
+    assert o2t.refuses("Identity", 19, "FLOAT") and not o2t.refuses("Identity", 18, "FLOAT")
+    const = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [2.0]))
+    m = model([const, helper.make_node("Mul", ["x", "c"], ["y"])], [t("x", FLOAT, [2])], [t("y", FLOAT, [2])], opset=19)
+    gaps = target_gaps(m, o2t)
+    assert [g.where for g in gaps] == ["Constant node (output 'c')"] and "(quirk no-converter)" in gaps[0].why \
+        and "Constant-19" in gaps[0].why
+    assert target_gaps(m, load_target("generic")) == []
+    # A list unbound and stacked back at opset 19: its outputs come out of the Builder's
+    # Identity, which onnx2torch has no converter for there.
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+             helper.make_node("SequenceAt", ["s", "k"], ["y"]),
+             helper.make_node("ConcatFromSequence", ["s"], ["z"], axis=0, new_axis=1)]
+    seq = model(nodes, [t("x", FLOAT, [3, 2]), t("k", INT64, [])], [t("y", FLOAT, [2]), t("z", FLOAT, [3, 2])], opset=19)
+    feeds = [{"x": np.arange(6, dtype=np.float32).reshape(3, 2), "k": np.array(k, np.int64)} for k in (0, -1)]
+    low, report = lower_checked(seq, inputs=feeds, target="onnx2torch")
+    assert "Identity" not in ops_of(low) and not report.gaps, report.gaps
+    generic = to_proto(lower_with_report(load_model(seq), LowerOptions())[0])
+    assert "Identity" in ops_of(generic) or "Identity" not in ops_of(low)

@@ -29,7 +29,8 @@ class ClampRangeLimitsPass(ir.passes.InPlacePass):
 def _clamped(limit: ir.Value, start: ir.Value) -> bool:
     """``limit`` is already ``max``/``min`` of some limit and ``start`` (or a Where of both)."""
     p = limit.producer()
-    if p is not None and p.op_type == "Identity" and p.inputs[0] is not None:
+    # (through the Identity it wrote before, or the Expand an Identity onnx2torch lacks became)
+    if p is not None and p.op_type in ("Identity", "Expand") and p.inputs[0] is not None:
         p = p.inputs[0].producer()
     if _max_or_min(p, start):
         return True
@@ -63,8 +64,7 @@ def _clamp(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     dtype = limit.dtype
     if cd is not None and cd.size == 1:
         up = float(cd.reshape(())) > 0
-        bound = o.op("Max" if up else "Min", [limit, start], f"{base}_{'up' if up else 'down'}", dtype=dtype, shape=[])
-        clamped = o.op("Identity", [bound], f"{base}_clamped_limit", dtype=dtype, shape=[])
+        clamped = o.op("Max" if up else "Min", [limit, start], f"{base}_clamped_limit", dtype=dtype, shape=[])
     else:
         up = o.op("Max", [limit, start], f"{base}_up", dtype=dtype, shape=[])
         down = o.op("Min", [limit, start], f"{base}_down", dtype=dtype, shape=[])

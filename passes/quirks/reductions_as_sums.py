@@ -159,9 +159,7 @@ def for_openvino(options: LowerOptions, target: Target) -> list[ir.passes.PassBa
 
 
 def for_onnx2torch(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:
-    """Quirk no-reduce-18's rewrite (seqlower.targets.registry): the sums, then ReduceMax,
-    ReduceMin and ReduceProd over dims of static sizes as their slices combined
-    (``passes/legalize.py``)."""
-    from seqlower.passes.legalize import LegalizeNodesPass
-
-    return [ReductionsAsSumsPass(ONNX2TORCH), LegalizeNodesPass(target)]
+    """Quirk no-reduce-18's rewrite (seqlower.targets.registry): the sums (ReduceMax,
+    ReduceMin and ReduceProd over dims of static sizes are quirk no-converter's, as their
+    slices combined: ``passes/legalize.py``)."""
+    return [ReductionsAsSumsPass(ONNX2TORCH)]

@@ -81,7 +81,10 @@ _TABLE = [
     Quirk("no-reduce-18", rewrite="quirks.reductions_as_sums:for_onnx2torch",
           ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"),
           detector="values:_reductions_from_18"),
-    Quirk("no-converter", detector="values:_without_converter"),
+    # (before the final inference, which types what the rules write; again after the fold,
+    # which makes more shapes constants)
+    Quirk("no-converter", rewrite="legalize:legalize_nodes", again="legalize:legalize_nodes",
+          ops=("Identity", "Reshape", "ReduceMax", "ReduceMin", "ReduceProd"), detector="values:_without_converter"),
     # (tract's product of nothing is 1 already)
     Quirk("reduce-empty-axis", rewrite="quirks.pad_reduced_axes:for_empty_axes", ops=tuple(sorted(ops.REDUCE_OPS - {"ReduceProd"}))),
     Quirk("reduce-extremes-finite", rewrite="quirks.pad_reduced_axes:for_extremes", ops=("ReduceMax", "ReduceMin")),
