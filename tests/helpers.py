@@ -255,3 +255,28 @@ def stacked_webs(blocks: int, rows: int | str = 3) -> onnx.ModelProto:
     return model(nodes, [t("x", FLOAT, [rows, 6])], [t(prev, FLOAT, [rows, 6])],
                  initializer=[const("halves", np.array([2, 4], np.int64)), const("last", np.array(-1, np.int64)),
                               const("one", np.array([1], np.int64))])
+
+
+def cases_match(m: onnx.ModelProto, low: onnx.ModelProto, path, backend: str, flag: str | None = None,
+                atol: float = 1e-5) -> int:
+    """Run every stored case of fixture ``path`` that ``m`` itself runs on ``backend``
+    (tf2onnx's ragged ops fail some with no rows) through ``low`` there: the framework's
+    outputs, and the trips flag ``flag`` (a bounded lowering's) down. How many ran."""
+    import numpy as np
+
+    from seqlower.executor import Executor
+    from tests.test_exported_models import load_cases
+
+    original, ex = Executor(m, backend=backend), Executor(low, backend=backend)
+    ran = 0
+    for k, (feeds, expected) in enumerate(load_cases(path)):
+        try:
+            original.run(feeds)
+        except Exception:  # noqa: BLE001 - the export's own failure there
+            continue
+        out = ex.run(feeds).outputs
+        assert flag is None or not out[flag], (backend, k)
+        for name, want in expected.items():
+            np.testing.assert_allclose(out[name], want, rtol=1e-5, atol=atol, err_msg=f"{backend} case {k}: {name}")
+        ran += 1
+    return ran

@@ -24,7 +24,7 @@ from seqlower.passes.loops.bound_loops import TRIPS_EXCEEDED, trip_count_dim
 from seqlower.fastpath.pipeline import lower_proto_with_report
 from seqlower.targets import load_target
 from tests.test_exported_models import load_cases
-from tests.helpers import BOOL, FLOAT, INT64, body, const, growing_loop_model, model, ops_of, t
+from tests.helpers import BOOL, FLOAT, INT64, body, cases_match, const, growing_loop_model, model, ops_of, t
 
 STRING = onnx.TensorProto.STRING
 
@@ -324,14 +324,4 @@ def test_bounded_exports_give_the_frameworks_numbers(path):
     flag = _flag(low)
     assert flag is not None
     for backend in ("reference", "onnxruntime"):
-        original = Executor(m, backend=backend)
-        ex = Executor(low, backend=backend)
-        for k, (feeds, expected) in enumerate(load_cases(path)):
-            try:
-                original.run(feeds)
-            except Exception:  # noqa: BLE001 - the export's own failure there (tf2onnx's ragged ops with no rows)
-                continue
-            out = ex.run(feeds).outputs
-            assert not out[flag], (backend, k)
-            for name, want in expected.items():
-                np.testing.assert_allclose(out[name], want, rtol=1e-5, atol=1e-5, err_msg=f"{backend} case {k}: {name}")
+        cases_match(m, low, path, backend, flag)
