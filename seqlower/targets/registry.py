@@ -72,6 +72,7 @@ _TABLE = [
     # passes that fix what onnx2torch reads wrong in them)
     Quirk("no-split-18", rewrite="quirks.split_to_slices:SplitToSlicesPass", ops=("Split",)),
     Quirk("no-allowzero", rewrite="quirks.reshape_without_allowzero:ReshapeWithoutAllowzeroPass", ops=("Reshape",)),
+    Quirk("empty-shape-float", rewrite="quirks.cast_empty_shapes:CastEmptyShapesPass", ops=("Shape",)),
     Quirk("constant-list-value", rewrite="quirks.constant_values_as_tensors:ConstantValuesAsTensorsPass", ops=("Constant",)),
     Quirk("cumsum-exclusive-empty", rewrite="quirks.inclusive_cumsums:InclusiveCumSumsPass", ops=("CumSum",)),
     Quirk("cumsum-reverse-default", rewrite="quirks.spell_out_cumsum_direction:SpellOutCumSumDirectionPass", ops=("CumSum",)),
