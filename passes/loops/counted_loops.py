@@ -24,6 +24,8 @@ its trips and carries what the program carries: the batched body
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -242,26 +244,38 @@ def _holds_before_last(cond: ir.Value, cond_in: ir.Value, facts: dict[ir.Value, 
     """``cond`` (a body's condition output) is true on every iteration but the last."""
     if _root(cond) is cond_in:
         return True
-    c = const_array(cond)
-    if c is not None:
-        return c.size == 1 and bool(c.reshape(()))
-    p = cond.producer()
-    if p is None or not is_default_domain(p):
+
+    def leaf(p: ir.Node) -> bool:
+        if p.op_type in ("Less", "Greater") and len(p.inputs) == 2:
+            small, big = p.inputs if p.op_type == "Less" else reversed(p.inputs)
+            f, g = _fact(small, facts, trips), _fact(big, facts, trips)
+            # iteration + c < M for every iteration up to M - 2 exactly when c <= 1.
+            return f is not None and g == ("trips", 0) and f[0] == "iteration" and f[1] <= 1
+        if p.op_type == "Identity" and p.inputs:
+            return _holds_before_last(p.inputs[0], cond_in, facts, trips)
         return False
-    if p.op_type == "And":
-        return all(x is not None and _holds_before_last(x, cond_in, facts, trips) for x in p.inputs)
-    if p.op_type in ("Less", "Greater") and len(p.inputs) == 2:
-        small, big = p.inputs if p.op_type == "Less" else reversed(p.inputs)
-        f, g = _fact(small, facts, trips), _fact(big, facts, trips)
-        # iteration + c < M for every iteration up to M - 2 exactly when c <= 1.
-        return f is not None and g == ("trips", 0) and f[0] == "iteration" and f[1] <= 1
-    if p.op_type == "Identity" and p.inputs:
-        return _holds_before_last(p.inputs[0], cond_in, facts, trips)
-    return False
+
+    return _all_of(cond, leaf)
 
 
 def _starts_iff_trips(cond: ir.Value, trips: ir.Value | None) -> bool:
     """The initial condition is false only where the trip count is not positive."""
+
+    def leaf(p: ir.Node) -> bool:
+        if p.op_type in _PASS_THROUGH and p.inputs and p.inputs[0] is not None:
+            return _starts_iff_trips(p.inputs[0], trips)
+        if p.op_type in ("Less", "Greater") and len(p.inputs) == 2:
+            small, big = p.inputs if p.op_type == "Less" else reversed(p.inputs)
+            s = const_array(small) if small is not None else None
+            # c < M with c <= 0: false means M <= c <= 0, no iteration either way.
+            return s is not None and s.size == 1 and float(s.reshape(())) <= 0 and _is_bound(big, trips)
+        return False
+
+    return _all_of(cond, leaf)
+
+
+def _all_of(cond: ir.Value, leaf: Callable[[ir.Node], bool]) -> bool:
+    """A constant true, or an And of terms each of which is, or whose producer ``leaf`` holds of."""
     c = const_array(cond)
     if c is not None:
         return c.size == 1 and bool(c.reshape(()))
@@ -269,15 +283,8 @@ def _starts_iff_trips(cond: ir.Value, trips: ir.Value | None) -> bool:
     if p is None or not is_default_domain(p):
         return False
     if p.op_type == "And":
-        return all(x is not None and _starts_iff_trips(x, trips) for x in p.inputs)
-    if p.op_type in _PASS_THROUGH and p.inputs and p.inputs[0] is not None:
-        return _starts_iff_trips(p.inputs[0], trips)
-    if p.op_type in ("Less", "Greater") and len(p.inputs) == 2:
-        small, big = p.inputs if p.op_type == "Less" else reversed(p.inputs)
-        s = const_array(small) if small is not None else None
-        # c < M with c <= 0: false means M <= c <= 0, no iteration either way.
-        return s is not None and s.size == 1 and float(s.reshape(())) <= 0 and _is_bound(big, trips)
-    return False
+        return all(x is not None and _all_of(x, leaf) for x in p.inputs)
+    return leaf(p)
 
 
 def _drop_condition(node: ir.Node, body: ir.Graph, scope: Scope, names: NameAuthority, m: ir.Value,
