@@ -177,3 +177,30 @@ def test_onnx2torch_converters_are_looked_up_by_schema_version():
     assert "Identity" not in ops_of(low) and not report.gaps, report.gaps
     generic = to_proto(lower_with_report(load_model(seq), LowerOptions())[0])
     assert "Identity" in ops_of(generic) or "Identity" not in ops_of(low)
+
+
+def test_the_onnx2torch_profile_tool_writes_the_table_the_profile_reads(tmp_path, monkeypatch):
+    """tools/onnx2torch_profile.py's rendering round-trips through the profile's reader,
+    and rewriting a profile keeps everything before the table (onnx2torch itself is not
+    needed: the registry is stood in for)."""
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import onnx2torch_profile as tool
+
+    table = {"Add": [1, 6, 7, 13, 14], "Constant": [9, 11, 12, 13]}
+    assert tomllib.loads(tool.render(table, "9.9"))["converters"] == table
+    profile = tmp_path / "onnx2torch.toml"
+    head = 'name = "onnx2torch"\n\n[[quirks]]\nid = "no-converter"\ntext = "t"\n'
+    profile.write_text(head + "\n" + tool.render({"Old": [1]}, "0.1"))
+    monkeypatch.setattr(tool, "OUT", profile)
+    monkeypatch.setattr(tool, "converters", lambda: table)
+    monkeypatch.setattr("importlib.metadata.version", lambda name: "9.9")
+    tool.main()
+    doc = tomllib.loads(profile.read_text())
+    assert doc["converters"] == table and doc["quirks"] == [{"id": "no-converter", "text": "t"}]
+    # The committed profile's table is what Target.converts reads.
+    o2t = load_target("onnx2torch")
+    assert o2t.converters["Constant"] == (9, 11, 12, 13) and "Loop" not in o2t.converters
