@@ -166,6 +166,10 @@ def test_onnx2torch_converters_are_looked_up_by_schema_version():
     assert [g.where for g in gaps] == ["Constant node (output 'c')"] and "(quirk no-converter)" in gaps[0].why \
         and "Constant-19" in gaps[0].why
     assert target_gaps(m, load_target("generic")) == []
+    # torch holds no strings (quirk no-strings: random programs failed unnamed on them).
+    words = model([helper.make_node("Identity", ["w"], ["v"])], [t("w", onnx.TensorProto.STRING, [2])],
+                  [t("v", onnx.TensorProto.STRING, [2])], opset=17)
+    assert any("(quirk no-strings)" in g.why for g in target_gaps(words, o2t))
     # A list unbound and stacked back at opset 19: its outputs come out of the Builder's
     # Identity, which onnx2torch has no converter for there.
     nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
