@@ -32,8 +32,8 @@ class Scope:
     # builder of this scope and the scopes inside it; None: anything may be written.
     legalize: Legalize | None = None
 
-    def builder(self, anchor: ir.Node | None, names: NameAuthority) -> Builder:
-        return Builder(self.graph, anchor, self.opset, names, main_graph=self.main, legalize=self.legalize)
+    def builder(self, anchor: ir.Node | None, names: NameAuthority, after: ir.Node | None = None) -> Builder:
+        return Builder(self.graph, anchor, self.opset, names, main_graph=self.main, after=after, legalize=self.legalize)
 
 
 def subgraph_scopes(node: ir.Node, scope: Scope) -> Iterator[Scope]:

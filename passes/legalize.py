@@ -4,7 +4,7 @@ op (Stage 13, item 1), in the manner of TVM's ``legalize_ops``.
 ``lower_with_report`` puts ``for_target(target)`` in the model's meta (``LEGALIZE_KEY``);
 each pass's builders read it from their scope (``passes/_rewrite.Scope``). Before an op
 is written, the target's profile (``Target.refuses``: the ops it lacks, the element types
-its documentation lists, onnx2torch's reductions from opset 18) is asked; where it refuses
+its documentation lists, the versions onnx2torch has converters for) is asked; where it refuses
 the op, a rule writes another form of it:
 
 - a reduction (ReduceProd, ReduceSum, ReduceMax, ReduceMin) over axes of static sizes: a
@@ -60,9 +60,9 @@ class Legalizer:
     def __call__(self, b: Builder, op: str, inputs: Sequence[ir.Value | None], name: str,
                  dtype: ir.DataType | None, shape: Any, attrs: dict[str, Any]) -> ir.Value | None:
         x = inputs[0] if inputs else None
-        elem = x.dtype.name if x is not None and x.dtype is not None else None
-        if not self.target.refuses(op, b.opset, elem) or x is None:
+        if x is None or not self.refuses(op, b.opset, x):
             return None
+        elem = x.dtype.name if x.dtype is not None else None
         if op in _COMBINE:
             return _reduce_by_slices(b, op, x, inputs, name, attrs)
         if op == "CumSum":
@@ -73,6 +73,10 @@ class Legalizer:
             # x broadcast to no new dims: itself (onnx2torch has no Identity-19 or -21).
             return b.op("Expand", [x, b.constant(np.zeros(0, np.int64), f"{name}_no_dims")], name, dtype=dtype, shape=shape)
         return None
+
+    def refuses(self, op: str, opset: int, x: ir.Value) -> bool:
+        """Whether the target refuses ``op`` reading ``x`` first (a rule may then write it)."""
+        return op in _RULED and self.target.refuses(op, opset, x.dtype.name if x.dtype is not None else None)
 
 
 class LegalizeNodesPass(ir.passes.InPlacePass):
@@ -86,8 +90,9 @@ class LegalizeNodesPass(ir.passes.InPlacePass):
         return rewrite_each_node(model, self._rewrite)
 
     def _rewrite(self, node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
-        if node.op_type not in _RULED or not is_default_domain(node) or len(node.outputs) != 1:
-            return None
+        if not is_default_domain(node) or len(node.outputs) != 1 or not node.inputs or node.inputs[0] is None \
+                or not self.legalizer.refuses(node.op_type, scope.opset, node.inputs[0]):
+            return None  # (asked before a name is taken: most nodes need none)
         out = node.outputs[0]
         attrs = {k: a.value for k, a in node.attributes.items()}
         b = scope.builder(node, names)
@@ -111,7 +116,7 @@ def legalize_nodes(options: LowerOptions, target: Target) -> list[ir.passes.Pass
 def for_target(name: str) -> Legalizer | None:
     """The rules for target ``name``; None where it refuses nothing seqlower writes."""
     target = load_target(name)
-    refuses_any = target.lacks or target.types or any(q == "no-reduce-18" for q, _ in target.quirks)
+    refuses_any = target.lacks or target.types or target.converters
     return Legalizer(target) if refuses_any else None
 
 
@@ -153,9 +158,6 @@ def _reduce_by_slices(b: Builder, op: str, x: ir.Value, inputs: Sequence[ir.Valu
     keepdims = attrs.get("keepdims", 1)
     if keepdims or not axes:
         return b.op("Identity", [value], name) if value is x else value
-    kept_dims = [d for i, d in enumerate(x.shape.dims) if i not in axes]
-    if all(isinstance(d, int) for d in kept_dims):
-        return o.reshape(value, o.ints([int(d) for d in kept_dims]), name)
     if b.opset >= 13:
         return o.op("Squeeze", [value, o.ints(axes)], name)
     return o.op("Squeeze", [value], name, axes=axes)

@@ -179,8 +179,9 @@ def test_onnx2torch_converters_are_looked_up_by_schema_version():
     feeds = [{"x": np.arange(6, dtype=np.float32).reshape(3, 2), "k": np.array(k, np.int64)} for k in (0, -1)]
     low, report = lower_checked(seq, inputs=feeds, target="onnx2torch")
     assert "Identity" not in ops_of(low) and not report.gaps, report.gaps
+    # (for a target with that converter, the same lowering writes the Identity and Reshape)
     generic = to_proto(lower_with_report(load_model(seq), LowerOptions())[0])
-    assert "Identity" in ops_of(generic) or "Identity" not in ops_of(low)
+    assert {"Identity", "Reshape"} <= set(ops_of(generic))
 
 
 def test_the_onnx2torch_profile_tool_writes_the_table_the_profile_reads(tmp_path, monkeypatch):

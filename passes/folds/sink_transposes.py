@@ -64,7 +64,7 @@ def _sink(t: ir.Node, scope: Scope, names: NameAuthority) -> bool:
     if end is None:
         return False
     inv = list(np.argsort(p))
-    b = Builder(scope.graph, t, scope.opset, names, main_graph=scope.main)
+    b = scope.builder(t, names)
     below = t.inputs[0]
     assert below is not None
     for node, i in chain:

@@ -39,7 +39,7 @@ def _carry(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
     if not strings:
         return None
     b = Builder(body, None, scope.opset, names, main_graph=False)
-    outer = Builder(scope.graph, node, scope.opset, names, main_graph=scope.main)
+    outer = scope.builder(node, names)
     zero = b.constant(np.array(0, np.int64), "iteration_zero")
     first = b.op("Equal", [body.inputs[0], zero], names.fresh("first_iteration"), dtype=ir.DataType.BOOL, shape=[])
     new_inits, new_ins, new_outs = [], [], []

@@ -19,13 +19,12 @@ import onnx_ir as ir
 
 from seqlower.analysis.analyzer import is_default_domain
 from seqlower.keys import SHAPE_HIDDEN
-from seqlower.ir.builder import Builder, NameAuthority
+from seqlower.ir.builder import NameAuthority
 from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.passes.loops.ifs_to_selects import run_time_shaped
 from seqlower.passes.lowering._tensor_ops import Ops
 
 __all__ = ["HideIfOutputShapesPass"]
-
 
 
 class HideIfOutputShapesPass(ir.passes.InPlacePass):
@@ -36,7 +35,7 @@ class HideIfOutputShapesPass(ir.passes.InPlacePass):
 def _hide(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
     if node.op_type != "If" or not is_default_domain(node) or not run_time_shaped(node):
         return None
-    b = Builder(scope.graph, None, scope.opset, names, main_graph=scope.main, after=node, legalize=scope.legalize)
+    b = scope.builder(None, names, after=node)
     hidden = 0
     for v in node.outputs:
         if not _run_time(v) or _already_hidden(v):

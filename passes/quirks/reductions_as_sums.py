@@ -55,8 +55,7 @@ class Reach:
 # ReduceSum's axes became an input at 13; the other reductions' at 18.
 OPENVINO = Reach(frozenset(QUIRKS["reduce-axes-attribute-ignored"].ops), range(13, 18),
                  "a ReduceSum with an axes input, whose axes OpenVINO reads (OpenVINO)")
-# (its ReduceMax, ReduceMin and ReduceProd are the legalizer's)
-ONNX2TORCH = Reach(frozenset(QUIRKS["no-reduce-18"].ops) - {"ReduceMax", "ReduceMin", "ReduceProd"}, range(18, 1000),
+ONNX2TORCH = Reach(frozenset(QUIRKS["no-reduce-18"].ops), range(18, 1000),
                    "a ReduceSum, which onnx2torch converts at opset 18 (onnx2torch)")
 _INTEGER_OK = frozenset({"ReduceL1", "ReduceSumSquare"})
 

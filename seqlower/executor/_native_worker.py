@@ -30,10 +30,9 @@ class _OpenVINO:
         self.core = ov.Core()
         self.version = ov.__version__
 
-    def load(self, data: bytes) -> Any:
+    def load(self, data: bytes, nested_loops: bool) -> Any:
         model = self.core.read_model(model=data)
-        loaded: dict[str, Any] = {"data": data, "compiled": {}, "dynamic": None, "why": "",
-                                  "per_shape": _nested_loops(data)}
+        loaded: dict[str, Any] = {"data": data, "compiled": {}, "dynamic": None, "why": "", "per_shape": nested_loops}
         try:
             loaded["dynamic"] = self.core.compile_model(model, "CPU")
         except RuntimeError as e:
@@ -78,24 +77,6 @@ class _OpenVINO:
         return self.core.compile_model(model, "CPU")
 
 
-def _nested_loops(data: bytes) -> bool:
-    """Whether a Loop or Scan runs inside another's body (at any depth)."""
-    import onnx
-
-    def inside(graph: Any, in_loop: bool) -> bool:
-        for node in graph.node:
-            looping = node.op_type in ("Loop", "Scan")
-            if looping and in_loop:
-                return True
-            for a in node.attribute:
-                subs = [a.g] if a.HasField("g") else list(a.graphs)
-                if any(inside(g, in_loop or looping) for g in subs):
-                    return True
-        return False
-
-    return inside(onnx.load_from_string(data).graph, False)
-
-
 def _fed(port: Any, names: list[str]) -> str | None:
     """The feed name among ``names`` that an OpenVINO port answers to."""
     return next((n for n in names if n in port.get_names()), None)
@@ -108,7 +89,7 @@ class _Tract:
         self.tract = tract
         self.version = tract.version() if callable(getattr(tract, "version", None)) else "tract"
 
-    def load(self, data: bytes) -> Any:
+    def load(self, data: bytes, nested_loops: bool) -> Any:
         fd, path = tempfile.mkstemp(suffix=".onnx")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -168,7 +149,7 @@ def main() -> None:
     runtime = {"openvino": _OpenVINO, "tract": _Tract}[sys.argv[1]]()
     serve(
         inp, out, lambda msg: msg["key"],
-        lambda msg: (runtime.load(msg["model"]), {"notes": [], "version": runtime.version}),
+        lambda msg: (runtime.load(msg["model"], msg.get("nested_loops", True)), {"notes": [], "version": runtime.version}),
         lambda loaded, msg: runtime.run(loaded, msg["inputs"], msg["feeds"]),
         # OpenVINO names the failing node and why on its 5th to 7th lines.
         error_lines=8,

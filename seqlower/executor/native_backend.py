@@ -33,10 +33,12 @@ class NativeBackend:
         # Every input, those with a default too: the executor feeds the default unless the
         # caller gave a value.
         self._inputs = [v.name for v in proto.graph.input]
+        self._nested_loops = _nested_loops(proto.graph, False)
         self._load()
 
     def _load(self) -> None:
-        reply = _worker(self.name).call({"op": "load", "key": self._key, "model": self._data})
+        reply = _worker(self.name).call({"op": "load", "key": self._key, "model": self._data,
+                                         "nested_loops": self._nested_loops})
         if not reply["ok"]:
             raise ExecutionError(f"{self.name} cannot load the model: {reply['error']}")
         self.notes: list[str] = reply["notes"]
@@ -52,3 +54,17 @@ class NativeBackend:
             raise ExecutionError(f"{self.name} failed: {reply['error']}")
         self.run_notes: list[str] = reply.get("notes", [])
         return reply["outputs"]
+
+
+def _nested_loops(graph: onnx.GraphProto, in_loop: bool) -> bool:
+    """Whether a Loop or Scan runs inside another's body (at any depth): OpenVINO compiles
+    such a model once per input shape signature (the worker's quirk stale-state-across-shapes)."""
+    for node in graph.node:
+        looping = node.op_type in ("Loop", "Scan")
+        if looping and in_loop:
+            return True
+        for a in node.attribute:
+            subs = [a.g] if a.HasField("g") else list(a.graphs)
+            if any(_nested_loops(g, in_loop or looping) for g in subs):
+                return True
+    return False

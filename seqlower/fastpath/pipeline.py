@@ -91,10 +91,9 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
     # A Loop rewritten for a target without Loop is proven counted (passes/counted_loops)
     # or bounded by --dim-max by tracing its trip count and initial values back to what
     # computes them, which a region cut off from the rest of the model cannot do.
-    # So is one bounded for a target that runs only Loops of fixed shapes.
-    bounded = "Loop" in target.lacks or bool(FIXED_SHAPE_LOOPS & dict(target.quirks).keys()) \
-        and bool(options.max_trips or options.dim_max)
-    loops_traced = bounded and any(op == "Loop" for op, _, _ in kinds)
+    # So is one unrolled or bounded for a target that runs only Loops of fixed shapes.
+    rewrites_loops = "Loop" in target.lacks or bool(FIXED_SHAPE_LOOPS & dict(target.quirks).keys())
+    loops_traced = rewrites_loops and any(op == "Loop" for op, _, _ in kinds)
     # Specialized shapes change what the whole model computes statically.
     found = None if options.dim_max or loops_traced or options.specialized \
         else find(proto, target.lacks, dict(target.quirks), weights, kinds, nodes)

@@ -49,9 +49,7 @@ class Target:
             return True
         if dtype is not None and op in self.types and dtype not in self.types[op]:
             return True
-        if self.converters and not self.converts(op, opset):
-            return True
-        return opset >= 18 and op in NO_REDUCE_18_OPS and any(q == "no-reduce-18" for q, _ in self.quirks)
+        return not self.converts(op, opset)
 
     def converts(self, op: str, opset: int) -> bool:
         """Whether a converter table (``converters``) has ``op`` at the version ``opset``

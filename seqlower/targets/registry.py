@@ -80,8 +80,7 @@ _TABLE = [
     Quirk("reduce-axes-attribute-ignored", rewrite="quirks.reductions_as_sums:for_openvino",
           ops=("ReduceL1", "ReduceLogSum", "ReduceLogSumExp"), detector="values:_integer_log_reductions"),
     Quirk("no-reduce-18", rewrite="quirks.reductions_as_sums:for_onnx2torch",
-          ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"),
-          detector="values:_reductions_from_18"),
+          ops=("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceMean"), detector="values:_reductions_from_18"),
     # (before the final inference, which types what the rules write; again after the fold,
     # which makes more shapes constants)
     Quirk("no-converter", rewrite="legalize:legalize_nodes", again="legalize:legalize_nodes",
