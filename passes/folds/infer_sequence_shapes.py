@@ -30,7 +30,8 @@ from seqlower.io.models import weightless_proto
 from seqlower.io.protos import subgraphs_of
 from seqlower.passes.folds.subgraph_shapes import (concat_dims, control_flow_shapes, declarable, forget_body_output_names,
                                                   forget_carried_list_shapes, infer_function, input_dim_names, join_back,
-                                                  refine_shape, reset_after_policy_squeezes, take_type)
+                                                  refine_shape, reset_after_policy_squeezes, take_type,
+                                                  unproven_by_onnx)
 
 __all__ = ["InferSequenceShapesPass", "input_dim_names", "refine_shape"]
 
@@ -203,34 +204,25 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
             return False
         # Read the types straight off the inferred proto, graph by graph alongside the
         # IR: deserializing it whole was most of this pass's cost on big models.
+        found = _inferred_types(model.graph, inferred.graph)
+        # What onnx derived from a premise that does not hold (a Loop's list typed by its
+        # first value, a split's rank the policy decides at run time) is not taken: the
+        # analysis proves those lists' element shapes, and the next (cone) run, which
+        # starts from them, types what they reach.
+        ran = None if cone is None else {n for n in model.graph if n.outputs and n.outputs[0].name in _outputs_of(cone)}
+        unproven = unproven_by_onnx(model, self.keepdims_policy, lambda v: found.get(id(v.graph), {}).get(v.name), ran)
         anchored = input_dim_names(model)
         boundary = {*model.graph.inputs, *model.graph.outputs}
         modified = False
-        pairs: list[tuple[ir.Graph, onnx.GraphProto]] = [(model.graph, inferred.graph)]
-        while pairs:
-            graph, proto = pairs.pop()
-            found = {vi.name: vi.type for vi in (*proto.input, *proto.value_info, *proto.output)}
-            for value in (*graph.inputs, *graph.initializers.values()):
-                if (tp := found.get(value.name)) is not None:
-                    modified |= take_type(value, tp, frozenset() if value in boundary else anchored)
-            # Nodes with subgraphs by their outputs (the proto may hold more nodes:
-            # localize_outer_constants copies Constants into subgraphs).
-            holders = {(n.op_type, tuple(n.output)): n for n in proto.node if subgraphs_of(n)}
-            for node in graph:
-                for value in node.outputs:
-                    if (tp := found.get(value.name)) is not None:
-                        # The model's declared output shapes stay as the user named them.
-                        modified |= take_type(value, tp, frozenset() if value in boundary else anchored)
-                node_proto = holders.get((node.op_type, tuple(v.name for v in node.outputs))) if node.attributes else None
-                if node_proto is not None:
-                    subs = {a.name: a for a in node_proto.attribute}
-                    for name, attr in node.attributes.items():
-                        if name not in subs:
-                            continue
-                        if attr.type == ir.AttributeType.GRAPH:
-                            pairs.append((attr.as_graph(), subs[name].g))
-                        elif attr.type == ir.AttributeType.GRAPHS:
-                            pairs.extend(zip(attr.as_graphs(), subs[name].graphs))
+        for graph in graphs_of(model):
+            types = found.get(id(graph))
+            if not types:
+                continue
+            for value in (*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)):
+                if (tp := types.get(value.name)) is not None:
+                    # The model's declared output shapes stay as the user named them.
+                    how = None if unproven.get(value) else False if value in unproven else True
+                    modified |= take_type(value, tp, frozenset() if value in boundary else anchored, how)
         if cone is None:
             for function in model.functions.values():
                 modified |= infer_function(model, function, infer)
@@ -328,6 +320,35 @@ def _list_edits_only(model: ir.Model) -> bool:
 # Initializers onnx's inference gets as data (it reads shapes, axes and sizes, a few
 # numbers each); bigger ones are typed inputs or placeholders.
 _SMALL_BYTES = 4096
+
+
+def _inferred_types(main: ir.Graph, inferred: onnx.GraphProto) -> dict[int, dict[str, onnx.TypeProto]]:
+    """What onnx inferred, per graph of the IR (by ``id``), by value name."""
+    found: dict[int, dict[str, onnx.TypeProto]] = {}
+    pairs: list[tuple[ir.Graph, onnx.GraphProto]] = [(main, inferred)]
+    while pairs:
+        graph, proto = pairs.pop()
+        found[id(graph)] = {vi.name: vi.type for vi in (*proto.input, *proto.value_info, *proto.output)}
+        # Nodes with subgraphs by their outputs (the proto may hold more nodes:
+        # localize_outer_constants copies Constants into subgraphs).
+        holders = {(n.op_type, tuple(n.output)): n for n in proto.node if subgraphs_of(n)}
+        for node in graph:
+            node_proto = holders.get((node.op_type, tuple(v.name for v in node.outputs))) if node.attributes else None
+            if node_proto is None:
+                continue
+            subs = {a.name: a for a in node_proto.attribute}
+            for name, attr in node.attributes.items():
+                if name not in subs:
+                    continue
+                if attr.type == ir.AttributeType.GRAPH:
+                    pairs.append((attr.as_graph(), subs[name].g))
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    pairs.extend(zip(attr.as_graphs(), subs[name].graphs))
+    return found
+
+
+def _outputs_of(proto: onnx.ModelProto) -> set[str]:
+    return {name for node in proto.graph.node for name in node.output}
 
 
 def _cone_proto(model: ir.Model, news: list[ir.Value]) -> onnx.ModelProto | None:

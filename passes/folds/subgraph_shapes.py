@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 
+from collections.abc import Callable
+
 import onnx
 import onnx_ir as ir
 
@@ -14,7 +16,7 @@ from seqlower.passes._rewrite import NOTES_KEY
 from seqlower.analysis.analyzer import Analysis, SeqInfo, analyze, const_array, dynamic_split_squeezes, is_default_domain, model_input_dims
 from seqlower.ir.helpers import anchored_shape
 from seqlower.ir.helpers import concat_shape, merge_shapes
-from seqlower.ir.helpers import graphs_of
+from seqlower.ir.helpers import graphs_of, subgraphs
 from seqlower.io.protos import GENERATED_DIM, innermost_type
 
 __all__ = ["concat_dims", "control_flow_shapes", "declarable", "forget_body_output_names", "forget_carried_list_shapes",
@@ -373,8 +375,9 @@ def _call_site_types(model: ir.Model, function: ir.Function) -> list[onnx.TypePr
     return input_types
 
 
-def take_type(v: ir.Value, tp: onnx.TypeProto, anchored: frozenset[str] = frozenset()) -> bool:
-    """Give ``v`` the type (if it has none) and the refined shape ``tp`` says."""
+def take_type(v: ir.Value, tp: onnx.TypeProto, anchored: frozenset[str] = frozenset(), shape: bool | None = True) -> bool:
+    """Give ``v`` the type (if it has none) and the refined shape ``tp`` says (``shape``
+    None: its rank only; False: nothing of it)."""
     if not tp.WhichOneof("value") or innermost_type(tp).WhichOneof("value") == "map_type":
         return False  # nothing found; maps have no IR type (seqlower.io.map_types)
     if isinstance(v.type, ir.TensorType) and v.shape is not None and all(isinstance(d, int) for d in v.shape.dims):
@@ -385,11 +388,14 @@ def take_type(v: ir.Value, tp: onnx.TypeProto, anchored: frozenset[str] = frozen
     if v.type is None and new_type is not None:
         v.type = new_type
         modified = True
-    if v.type is not None and new_type is not None and isinstance(v.type, ir.SequenceType) != isinstance(new_type, ir.SequenceType):
+    if shape is False or (v.type is not None and new_type is not None
+                          and isinstance(v.type, ir.SequenceType) != isinstance(new_type, ir.SequenceType)):
         return modified
-    shape = refine_shape(v.shape, new_shape, anchored)
-    if shape != v.shape:
-        v.shape = shape
+    if shape is None and new_shape is not None:
+        new_shape = ir.Shape([None] * new_shape.rank())
+    refined = refine_shape(v.shape, new_shape, anchored)
+    if refined != v.shape:
+        v.shape = refined
         modified = True
     return modified
 
@@ -399,3 +405,87 @@ def concat_dims(node: ir.Node, info: SeqInfo) -> ir.Shape | None:
         return None
     new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
     return concat_shape(list(info.shapes), node.attributes["axis"].as_int(), bool(new_axis))
+
+
+def unproven_by_onnx(model: ir.Model, policy: str, inferred: Callable[[ir.Value], onnx.TypeProto | None],
+                     within: set[ir.Node] | None = None) -> dict[ir.Value, bool]:
+    """The values whose shapes onnx's inference derives from a premise that does not hold,
+    each with whether its rank still holds:
+
+    1. onnx types a Loop's sequence output as its initial value (the body's output is
+       not read), so a list whose elements change shape comes out with the first one's
+       dims: unless the body gives that shape back (``inferred``: what onnx inferred of
+       a value), the claim is unproven; its rank holds where the body's has it too;
+    2. onnx gives a SplitToSequence with a split and keepdims=0 the spec's rank, where
+       the keepdims policy decides it only at run time (a run-time scalar split);
+
+    and everything computed from them (a SequenceAt, a map's body, a Reshape, a model
+    output): nodes reading them, the subgraphs of such nodes, the owners of subgraphs
+    holding one. Only nodes in ``within`` (what one inference ran on; None: every node)
+    are sources."""
+    ranked: set[ir.Value] = set()
+    unranked: set[ir.Value] = set()
+    for graph in graphs_of(model):
+        for node in graph:
+            if not is_default_domain(node) or (within is not None and node not in within):
+                continue
+            if node.op_type == "Loop":
+                for out, rank_holds in _carried_lists(node, inferred):
+                    (ranked if rank_holds else unranked).add(out)
+            elif node.op_type == "SplitToSequence" and dynamic_split_squeezes(node, policy) is None:
+                unranked.add(node.outputs[0])
+    found = dict.fromkeys(_reached(model, ranked), True)
+    found.update(dict.fromkeys(_reached(model, unranked), False))
+    return found
+
+
+def _reached(model: ir.Model, sources: set[ir.Value]) -> set[ir.Value]:
+    """``sources`` and what is computed from them, through subgraphs both ways."""
+    tainted = set(sources)
+    changed = bool(tainted)
+    while changed:  # (a few rounds: each carries the taint into or out of one subgraph level)
+        changed = False
+        for graph in graphs_of(model):
+            for node in graph:
+                if any(v in tainted for v in node.outputs):
+                    continue
+                inner = [g for sub in subgraphs(node) for g in (sub, *(s for n in ir.traversal.RecursiveGraphIterator(sub)
+                                                                       for s in subgraphs(n)))]
+                reads = any(v is not None and v in tainted for v in node.inputs) or any(
+                    v is not None and v in tainted for g in inner for n in g for v in n.inputs)
+                if not reads and not any(v in tainted for g in inner for v in g.outputs):
+                    continue
+                tainted.update(node.outputs)
+                for g in inner:
+                    tainted.update(g.inputs)
+                    tainted.update(v for n in g for v in n.outputs)
+                changed = True
+    return tainted
+
+
+def _carried_lists(loop: ir.Node, inferred: Callable[[ir.Value], onnx.TypeProto | None]) -> list[tuple[ir.Value, bool]]:
+    """The Loop's carried outputs that are (or, not typed yet, may be) sequences and
+    whose inferred element shape the body's inferred output does not repeat; with
+    whether the body's output has that rank."""
+    body = loop.attributes["body"].as_graph() if "body" in loop.attributes else None
+    if body is None:
+        return []
+    found = []
+    for k, out in enumerate(loop.outputs[:max(0, len(loop.inputs) - 2)]):
+        bi = body.inputs[2 + k] if 2 + k < len(body.inputs) else None
+        init = loop.inputs[2 + k]
+        kinds = [v.type for v in (out, bi, init) if v is not None and v.type is not None]
+        if kinds and not any(isinstance(t, ir.SequenceType) for t in kinds):
+            continue
+        claim = inferred(out)
+        back = inferred(body.outputs[1 + k]) if 1 + k < len(body.outputs) else None
+        if claim is None or _shape_of(claim) is None:
+            continue  # onnx claims no shape: nothing to refuse
+        claimed, given = _shape_of(claim), (_shape_of(back) if back is not None else None)
+        if given != claimed:
+            found.append((out, given is not None and claimed is not None and given.rank() == claimed.rank()))
+    return found
+
+
+def _shape_of(tp: onnx.TypeProto) -> ir.Shape | None:
+    return sanitize(ir.serde.deserialize_type_proto_for_shape(tp))

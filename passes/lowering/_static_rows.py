@@ -134,6 +134,9 @@ def _pool(items: list[_Elem], k: int, squeezed: bool, rank: int) -> tuple[_Poole
     consts: dict[tuple, int] = {}  # a constant element's value: where its rows are
     index: list[int] = []
     whole = 0
+    row = _row_dims(items, k, squeezed)
+    if row is None:
+        return None
     for e in items:
         s = e.src
         if s is not None:
@@ -145,6 +148,10 @@ def _pool(items: list[_Elem], k: int, squeezed: bool, rank: int) -> tuple[_Poole
             continue
         shape = static_dims(e.shape)
         if shape is None or len(shape) != (rank - 1 if squeezed else rank):
+            return None
+        if not squeezed and any(d != row[i] for i, d in enumerate(shape) if i != k):
+            return None
+        if squeezed and list(shape) != row:
             return None
         size = 1 if squeezed else shape[k]
         if e.const is None and e.value is not None and id(e.value) in loose:
@@ -170,6 +177,39 @@ def _pool(items: list[_Elem], k: int, squeezed: bool, rank: int) -> tuple[_Poole
         else:
             pool.append(np.expand_dims(e.const, k) if squeezed else e.const)
     return pool, index, whole
+
+
+def _row_dims(items: list[_Elem], k: int, squeezed: bool) -> list | None:
+    """The dims every row of the pool has (a source's dims, axis k dropped when squeezed):
+    the pool is one Concat along k, so every source and every loose element must agree
+    on the other dims. None when two sources may differ there (a dim not known as the
+    same on both) or when a loose element's dims cannot be compared (a source dim not
+    known as a number)."""
+    row: list | None = None
+    for e in items:
+        if e.src is None:
+            continue
+        shape = e.src.value.shape
+        if shape is None:
+            return None
+        dims = [d for i, d in enumerate(shape.dims) if not (squeezed and i == k)]
+        if row is None:
+            row = dims
+        elif len(dims) != len(row) or any(i != (k if not squeezed else -1) and not _same_dim(a, b)
+                                          for i, (a, b) in enumerate(zip(dims, row))):
+            return None
+    assert row is not None
+    loose = any(e.src is None for e in items)
+    if loose and any(not isinstance(d, int) for i, d in enumerate(row) if squeezed or i != k):
+        return None
+    return row
+
+
+def _same_dim(a: object, b: object) -> bool:
+    """Whether two dims are provably equal: equal numbers, or one named symbol."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return getattr(a, "value", None) is not None and getattr(a, "value", None) == getattr(b, "value", None)
 
 
 def _pool_tensor(pool: _Pooled, k: int, squeezed: bool, b: Builder, name: str,

@@ -32,6 +32,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.analyzer import Analysis, analyze_reusing, is_default_domain, keep_for_next_pass, node_label
 from seqlower.ir.builder import Builder, NameAuthority
+from seqlower.ir.helpers import subgraphs
 from seqlower.passes._rewrite import (
     REPORT_KEY,
     Scope,
@@ -266,6 +267,14 @@ class Converter:
         raise NotImplementedError
 
 
+def forget_dims(body: ir.Graph) -> None:
+    """Every value of ``body`` (and of the graphs in it) keeps its rank, not its dims."""
+    for graph in (body, *(g for node in ir.traversal.RecursiveGraphIterator(body) for g in subgraphs(node))):
+        for v in (*graph.inputs, *(o for node in graph for o in node.outputs)):
+            if v.shape is not None and v.const_value is None:
+                v.shape = ir.Shape([None] * v.shape.rank())
+
+
 class WebLoweringPass(ir.passes.InPlacePass):
     """Lower every web the analysis gives this pass's representation (``web_repr``) with
     its lowerer (``lowerer(model, analysis, keepdims_policy)``)."""
@@ -293,6 +302,8 @@ class WebLoweringPass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, False)
         if self.instead is not None:
             note_max_unroll(model, webs, self.instead)
+        for body in analysis.unproven_bodies:
+            forget_dims(body)
         lw = type(self).lowerer(model, analysis, self.keepdims_policy)
         lw.lower_model()
         return ir.passes.PassResult(model, lw.modified)

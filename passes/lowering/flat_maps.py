@@ -83,6 +83,11 @@ def _collect(lw: FlatLowerer, out: ir.Value, y: ir.Value, bo: ir.Value, first: F
     shapes carried too and a scan output of ranks."""
     m = _MapOutput(lw, out, bo, first, bo_ops, o)
     shape = bo.shape
+    info = lw.analysis.info.get(out)
+    if shape is not None and (info is None or info.elem_shape != shape):
+        # What the analysis proved of every element, not the body's declared shape:
+        # inferred from the first element's, it may not hold for the others.
+        shape = ir.Shape([None] * shape.rank())
     r = shape.rank() if shape is not None else None
     w = m.width if m.width is not None else r
     flat_y = flat_tensor(y, bo_ops, f"{m.name}_y")

@@ -179,8 +179,7 @@ def _split_to_sequence(lw: FlatLowerer, node: ir.Node, o: Ops, scope: Scope) -> 
     out = node.outputs[0]
     base = out.name or "split"
     width, ranked = lw.layout(out)
-    squeeze = dynamic_split_squeezes(node, lw.policy)
-    assert squeeze is not None
+    squeeze = dynamic_split_squeezes(node, lw.policy)  # None: decided in the graph
     if x.shape is None:
         return _split_of_unknown_rank(lw, node, o, squeeze)
     r = x.shape.rank()
@@ -199,19 +198,21 @@ def _split_to_sequence(lw: FlatLowerer, node: ir.Node, o: Ops, scope: Scope) -> 
     pre = o.slice(xs, o.ints([0]), o.ints([a]), [0], f"{base}_pre")
     post = o.slice(xs, o.ints([a + 1]), o.ints([r]), [0], f"{base}_post")
 
-    parts = [o.rows(pre, n1, f"{base}_pre_rows")] if a else []
-    if not squeeze:
-        parts.append(o.unsqueeze(sizes, [1], f"{base}_size_col"))
-    if r - a - 1:
-        parts.append(o.rows(post, n1, f"{base}_post_rows"))
-    er = r - 1 if squeeze else r
-    if width is not None and width > er:
-        parts.append(o.rows(o.ints([1] * (width - er)), n1, f"{base}_pad_rows"))
-    if parts:
-        shapes = o.concat(parts, 1, f"{base}_rows")
-    else:  # scalars out of a 1-D input
-        shapes = o.rows(o.b.zeros(INT64, (0,), "row0"), n1, f"{base}_rows")
-    ranks = o.repeat(o.ints([er]), n1, f"{base}_rank_list") if ranked else None
+    pre_rows = o.rows(pre, n1, f"{base}_pre_rows") if a else None
+    post_rows = o.rows(post, n1, f"{base}_post_rows") if r - a - 1 else None
+    if squeeze is None:
+        assert ranked, "the analysis lets either rank enter the web"
+        squeezed = _runtime_squeeze(o, sizes, pre, post, base)
+        wide = max(width or r, r)  # (both row forms as wide as the unsqueezed one, for Where)
+        shapes = o.op("Where", [squeezed, _split_rows(o, pre_rows, None, post_rows, n1, r - 1, wide, f"{base}_sq"),
+                                _split_rows(o, pre_rows, sizes, post_rows, n1, r, wide, f"{base}_kept")],
+                      f"{base}_rows")
+        er1 = o.op("Where", [squeezed, o.ints([r - 1]), o.ints([r])], f"{base}_rank")
+        ranks = o.repeat(er1, n1, f"{base}_rank_list")
+    else:
+        er = r - 1 if squeeze else r
+        shapes = _split_rows(o, pre_rows, None if squeeze else sizes, post_rows, n1, er, width, base)
+        ranks = o.repeat(o.ints([er]), n1, f"{base}_rank_list") if ranked else None
     flat_x = flat_tensor(x, o, base)
     leading_ones = all(dd == 1 for dd in x.shape.dims[:a])
     if a == 0 or leading_ones:
@@ -245,12 +246,20 @@ def _split_of_unknown_rank(lw: FlatLowerer, node: ir.Node, o: Ops, squeeze: bool
     pre = o.slice(xs, o.ints([0]), a1, [0], f"{base}_pre")
     post = o.slice(xs, after1, r1, [0], f"{base}_post")
 
-    parts = [o.rows(pre, n1, f"{base}_pre_rows")]
-    if not squeeze:
-        parts.append(o.unsqueeze(sizes, [1], f"{base}_size_col"))
-    parts.append(o.rows(post, n1, f"{base}_post_rows"))
-    shapes = o.concat(parts, 1, f"{base}_rows")
-    er = o.op("Sub", [r1, o.ints([1])], f"{base}_elem_rank") if squeeze else r1
+    pre_rows, post_rows = o.rows(pre, n1, f"{base}_pre_rows"), o.rows(post, n1, f"{base}_post_rows")
+    kept = o.concat([pre_rows, o.unsqueeze(sizes, [1], f"{base}_size_col"), post_rows], 1, f"{base}_kept_rows")
+    er_squeezed = o.op("Sub", [r1, o.ints([1])], f"{base}_elem_rank")
+    if squeeze is None:
+        # Squeezed rows keep the width: a 1 stands where the axis was, past the rank.
+        ones = o.repeat(o.ints([1]), n1, f"{base}_ones")
+        rows_sq = o.concat([pre_rows, post_rows, o.unsqueeze(ones, [1], f"{base}_one_col")], 1, f"{base}_sq_rows")
+        squeezed = _runtime_squeeze(o, sizes, pre, post, base)
+        shapes = o.op("Where", [squeezed, rows_sq, kept], f"{base}_rows")
+        er = o.op("Where", [squeezed, er_squeezed, r1], f"{base}_rank")
+    elif squeeze:
+        shapes, er = o.concat([pre_rows, post_rows], 1, f"{base}_rows"), er_squeezed
+    else:
+        shapes, er = kept, r1
     ranks = o.repeat(er, n1, f"{base}_rank_list")
     flat_x = flat_tensor(x, o, base)
     if axis == 0:
@@ -260,6 +269,36 @@ def _split_of_unknown_rank(lw: FlatLowerer, node: ir.Node, o: Ops, squeeze: bool
         how += ", Gather through a permutation"
     lw.make(out, values, shapes, ranks, o, x.dtype)
     return how + " (rank known at run time)"
+
+
+def _split_rows(o: Ops, pre_rows: ir.Value | None, sizes: ir.Value | None, post_rows: ir.Value | None,
+                n1: ir.Value, er: int, width: int | None, base: str) -> ir.Value:
+    """The shapes rows of a split's chunks: the dims before the axis, the chunk's size
+    there (None: squeezed away), the dims after it, padded with 1 to ``width``."""
+    parts = [pre_rows] if pre_rows is not None else []
+    if sizes is not None:
+        parts.append(o.unsqueeze(sizes, [1], f"{base}_size_col"))
+    if post_rows is not None:
+        parts.append(post_rows)
+    if width is not None and width > er:
+        parts.append(o.rows(o.ints([1] * (width - er)), n1, f"{base}_pad_rows"))
+    if parts:
+        return o.concat(parts, 1, f"{base}_rows") if len(parts) > 1 else parts[0]
+    return o.rows(o.b.zeros(INT64, (0,), "row0"), n1, f"{base}_rows")  # scalars out of a 1-D input
+
+
+def _runtime_squeeze(o: Ops, sizes: ir.Value, pre: ir.Value, post: ir.Value, base: str) -> ir.Value:
+    """Whether a run-time scalar split with keepdims=0 squeezes its chunks, as the
+    executor's keepdims policy decides it (seqlower/analysis/splits.py): every chunk of
+    size 1 along the axis, or no chunk with an element (a bool [1])."""
+    not_one = o.op("Cast", [o.op("Equal", [sizes, o.ints([1])], f"{base}_is_one", dtype=ir.DataType.BOOL)],
+                   f"{base}_one_i", dtype=INT64, to=INT64)
+    others = o.b.reduce("ReduceSum", o.op("Sub", [o.ints([1]), not_one], f"{base}_not_one"), [0], f"{base}_others",
+                        keepdims=True)
+    rest = o.b.reduce("ReduceProd", o.concat([pre, post], 0, f"{base}_rest_dims"), None, f"{base}_rest", keepdims=True)
+    return o.op("Or", [o.op("Equal", [others, o.ints([0])], f"{base}_all_ones", dtype=ir.DataType.BOOL),
+                       o.op("Equal", [rest, o.ints([0])], f"{base}_no_rest", dtype=ir.DataType.BOOL)],
+                f"{base}_squeezed", dtype=ir.DataType.BOOL)
 
 
 def _element_major(o: Ops, flat_x: ir.Value, pre: ir.Value, post: ir.Value, sizes: ir.Value, base: str) -> ir.Value:

@@ -81,6 +81,9 @@ logger = logging.getLogger(__name__)
 
 
 # The input of each op that holds positions or sizes (int32 or int64 by the spec).
+# A run-time scalar split with keepdims=0: onnxruntime (the "auto" policy) squeezes the
+# chunks only when each has size 1 along the axis or none has an element.
+_RUNTIME_SQUEEZE = "{}: whether keepdims=0 drops the axis depends on run-time shapes"
 _INDEX_INPUTS = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1, "SplitToSequence": 1}
 
 
@@ -301,8 +304,9 @@ class _Analyzer(ControlFlow, Chooser):
         x, dtype = node.inputs[0], node.inputs[0].dtype
         squeeze = split_squeezes(node, sizes, shape, axis, self.policy)
         if squeeze is None:
-            self._set(node.outputs[0], SeqInfo.unknown(dtype), label)
-            self._block(node.outputs[0], f"{node_label(node)}: whether keepdims=0 drops the axis depends on run-time shapes")
+            # The chunks' rank (r - 1 or r) is decided in the graph: Flat, ranks carried.
+            self._set(node.outputs[0], SeqInfo.repeated(dtype, len(sizes), None), label)
+            self._block(node.outputs[0], _RUNTIME_SQUEEZE.format(node_label(node)), hard=False)
             return
         xc = const_array(x)
         shapes, consts = [], []
@@ -332,8 +336,9 @@ class _Analyzer(ControlFlow, Chooser):
         if shape is not None:
             squeeze = dynamic_split_squeezes(node, self.policy)
             if squeeze is None:
-                self._set(node.outputs[0], SeqInfo.unknown(dtype), label)
-                self._block(node.outputs[0], f"{node_label(node)}: whether keepdims=0 drops the axis depends on run-time shapes")
+                info = SeqInfo.unknown(dtype) if sizes_len is None else SeqInfo.repeated(dtype, sizes_len, None)
+                self._set(node.outputs[0], info, label)
+                self._block(node.outputs[0], _RUNTIME_SQUEEZE.format(node_label(node)), hard=False)
                 return
             dims = list(shape.dims)
             # Chunks of one (no split, or a constant scalar split of 1) all share a shape.

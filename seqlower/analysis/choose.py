@@ -85,6 +85,10 @@ class Analysis:
     # that constant (what the fold replaces them with; passes/folds/fold_sequence_constants.py).
     consts_of: dict[ir.Value, np.ndarray] = field(default_factory=dict)
     max_unroll: int = 64  # the --max-unroll the decisions were made with
+    # SequenceMap bodies whose shapes onnx inferred from input shapes that not every
+    # element has (a Loop's carried list is typed by its first value): their dims prove
+    # nothing, and a lowering that copies them gives a runtime false facts to fold.
+    unproven_bodies: list[ir.Graph] = field(default_factory=list)
 
     def unrolled(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].unrolled
@@ -337,6 +341,8 @@ class Chooser:
             if r is None:
                 return [(None, f"'{p.inputs[0].name}' (split by {node_label(p)})")]
             squeeze = dynamic_split_squeezes(p, self.policy)
+            if squeeze is None:  # decided at run time: either rank enters
+                return [(r - 1, None), (r, None)]
             return [(r - 1 if squeeze else r, None)]
         if op == "SequenceMap":
             first = self.result.info.get(p.inputs[0]) if p.inputs and p.inputs[0] is not None else None
@@ -351,8 +357,6 @@ class Chooser:
         for v in values:
             p = v.producer()
             if p is not None and p.op_type == "SplitToSequence":
-                if dynamic_split_squeezes(p, self.policy) is None:
-                    return f"{node_label(p)}: whether keepdims=0 drops the axis depends on run-time shapes"
                 split = p.inputs[1] if len(p.inputs) > 1 else None
                 if split is not None and split_rank(split) is None:
                     return f"{node_label(p)}: the rank of split '{split.name}' (scalar or 1-D) is unknown"

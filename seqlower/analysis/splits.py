@@ -97,8 +97,19 @@ def dynamic_split_squeezes(node: ir.Node, policy: str) -> bool | None:
         return False if split.shape is not None and split.shape.rank() == 1 else None
     if arr.ndim != 0:
         return False
-    # Chunks of 1 are what onnxruntime squeezes (torch.unbind); others fail there.
-    return True if int(arr) == 1 else None
+    # Chunks of 1 are what onnxruntime squeezes (torch.unbind); other chunks only where
+    # each has size 1 along the axis or no elements, which the input's shape may tell.
+    if int(arr) == 1:
+        return True
+    shape = node.inputs[0].shape
+    if shape is None or shape.rank() == 0:
+        return None
+    axis = int_attr(node, "axis", 0) % shape.rank()
+    dim = shape.dims[axis]
+    sizes = split_sizes(node, dim if isinstance(dim, int) else None, arr, True)
+    if sizes is not None:
+        return split_squeezes(node, sizes, shape, axis, policy)
+    return True if any(d == 0 for i, d in enumerate(shape.dims) if i != axis) else None
 
 def unchanged_split_source(node: ir.Node, policy: str) -> ir.Value | None:
     """The input of the SplitToSequence this concat undoes (same axis, nothing changed

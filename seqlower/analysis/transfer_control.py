@@ -197,15 +197,29 @@ class ControlFlow:
             self._declared_matches(bi.shape, self.result.info.get(v))
             for v, bi in zip(node.inputs, body.inputs) if v is not None and v in self.result.info
         )
+        # A number (or model-input dim) declared on a body input that not every element
+        # has: onnx inferred the body from a false premise (it types a Loop's carried
+        # list by its first value), and no dim it derived holds.
+        premise = all(
+            self._declared_matches(bi.shape, self.result.info.get(v), numbers_only=True)
+            for v, bi in zip(node.inputs, body.inputs) if v is not None and v in self.result.info
+        )
+        if not premise:
+            self.result.unproven_bodies.append(body)
         for out, bo in zip(node.outputs, body.outputs):
             dtype = bo.dtype
             uniform = inputs_match and bo.shape is not None and anchored_shape(bo.shape, self._anchored)
             shape = None
-            if bo.shape is not None:
+            if bo.shape is not None and premise:
                 shape = ir.Shape([
                     d if isinstance(d, int) or (inputs_match and anchored_shape(ir.Shape([d]), self._anchored)) else None
                     for d in bo.shape.dims
                 ])
+            elif bo.shape is not None:
+                # The body's shapes were inferred from input shapes its elements do not
+                # all have (onnx types a Loop's carried list by its first value): even a
+                # number there may be one of those, so only the rank holds.
+                shape = ir.Shape([None] * bo.shape.rank())
             if n is None:
                 self._set(out, SeqInfo.unknown(dtype, shape, uniform).with_length_sym(first.length_sym), label)
             else:
@@ -214,14 +228,18 @@ class ControlFlow:
         # its own Flat layout: the body may change ranks.
         self._link([*node.inputs, *node.outputs], layout=False)
 
-    def _declared_matches(self, declared: ir.Shape | None, info: SeqInfo | None) -> bool:
+    def _declared_matches(self, declared: ir.Shape | None, info: SeqInfo | None, numbers_only: bool = False) -> bool:
         """Whether a body input's declared shape holds for every element of the sequence
-        bound to it: same rank, and each declared size (a number or a model-input dim) is
-        the elements' size there. The body's inferred shapes rest on the declared ones."""
+        bound to it: same rank, and each declared size (a number or a model-input dim;
+        ``numbers_only``: a number or an anchored dim, not a body's own symbol) is the
+        elements' size there. The body's inferred shapes rest on the declared ones."""
+        if numbers_only and (declared is None or info is None or info.length == 0):
+            return True  # nothing declared that could be false, or no element to differ
         if info is None or info.elem_shape is None or declared is None or declared.rank() != info.elem_shape.rank():
             return info is not None and info.length == 0
         for d, e in zip(declared.dims, info.elem_shape.dims):
-            named = isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value is not None)
+            named = isinstance(d, int) or (isinstance(d, ir.SymbolicDim) and d.value is not None
+                                           and (not numbers_only or d.value in self._anchored))
             if named and not (d == e and anchored_shape(ir.Shape([e]), self._anchored)):
                 return False
         return True

@@ -9,7 +9,9 @@ from onnx import helper
 
 from seqlower.passes.folds.infer_sequence_shapes import InferSequenceShapesPass, refine_shape
 from seqlower.io.models import to_proto
-from tests.helpers import FLOAT, const, model, seq, t
+import pytest
+
+from tests.helpers import FLOAT, const, lower_checked, model, seq, t
 
 
 def test_sequences_stay_sequences_and_reads_get_exact_shapes():
@@ -216,3 +218,63 @@ def test_a_chain_of_maps_whose_bodies_declare_no_rows_settles_static():
     proto = to_proto(low)
     assert "Loop" not in {n.op_type for n in proto.graph.node}
     assert verify(m, proto, backend="onnxruntime").equivalent
+
+
+# onnx types a Loop's carried list by its initial value and never reads what the body
+# gives back; a list whose elements change shape across iterations came out with the
+# first element's dims, and what was computed from it (an element read, a map's body, a
+# concat's Reshape) with dims the data does not have: the lowered model failed on
+# onnxruntime where the original ran (regression programs 00609, 00614, 02280).
+def _growing_list(read: str, where: str, axis: int):
+    """A list that starts with a [3, 4] constant and gets x's first it+1 rows (or
+    columns) per iteration; then ``read`` uses it."""
+    slice_axis = np.array([axis], np.int64)
+    body_nodes = [
+        helper.make_node("Identity", ["cond"], ["cond_out"]),
+        helper.make_node("Add", ["it", "one"], ["stop0"]),
+        helper.make_node("Unsqueeze", ["stop0", "axes0"], ["stop"]),
+        helper.make_node("Slice", ["x", "zero1", "stop", "slice_axis"], ["part"]),
+        helper.make_node("SequenceInsert", ["acc", "part"], ["acc_out"]),
+    ]
+    loop_body = helper.make_graph(body_nodes, "body", [t("it", onnx.TensorProto.INT64, []), t("cond", onnx.TensorProto.BOOL, []),
+                                                      seq("acc", FLOAT)],
+                                  [t("cond_out", onnx.TensorProto.BOOL, []), seq("acc_out", FLOAT)])
+    reads = {
+        # the element before the last, inserted again, all joined along the grown axis
+        "at": [helper.make_node("SequenceAt", ["grown", "minus_two"], ["e"]),
+               helper.make_node("SequenceInsert", ["grown", "e"], ["g2"]),
+               helper.make_node("ConcatFromSequence", ["g2"], ["y"], axis=axis)],
+        # a map whose body onnx infers from the first element's shape
+        "map": [helper.make_node("SequenceMap", ["grown"], ["m"], body=helper.make_graph(
+                    [helper.make_node("Add", ["el", "half"], ["a"]), helper.make_node("Shape", ["a"], ["d"]),
+                     helper.make_node("Cast", ["d"], ["df"], to=FLOAT),
+                     helper.make_node("ReduceSum", ["df"], ["s"], keepdims=1),
+                     helper.make_node("Mul", ["a", "s"], ["r"])],
+                    "mb", [t("el", FLOAT, None)], [t("r", FLOAT, None)])),
+                helper.make_node("ConcatFromSequence", ["m"], ["y"], axis=axis)],
+    }[read]
+    nodes = [helper.make_node("SequenceConstruct", ["first"], ["s0"]),
+             helper.make_node("Loop", ["trips", "", "s0"], ["grown"], body=loop_body), *reads]
+    if where == "if":
+        branch = helper.make_graph(nodes, "then", [], [t("y", FLOAT, None)])
+        other = helper.make_graph([helper.make_node("Identity", ["first"], ["y2"])], "else", [], [t("y2", FLOAT, None)])
+        nodes = [helper.make_node("Greater", ["trips", "zero"], ["c"]),
+                 helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)]
+    first = np.arange(12, dtype=np.float32).reshape(3, 4) if axis == 0 else np.arange(15, dtype=np.float32).reshape(5, 3)
+    inits = [const("first", first), const("one", 1, np.int64), const("axes0", [0], np.int64),
+             const("zero1", [0], np.int64), const("slice_axis", slice_axis), const("minus_two", -2, np.int64),
+             const("half", 0.5, np.float32), const("zero", 0, np.int64)]
+    x_shape = [5, 4] if axis == 0 else [5, 6]
+    m = model(nodes, [t("x", FLOAT, x_shape), t("trips", onnx.TensorProto.INT64, [])], [t("y", FLOAT, [None, None])],
+              initializer=inits)
+    feeds = [{"x": np.random.default_rng(s).standard_normal(x_shape).astype(np.float32), "trips": np.array(n)}
+             for s, n in enumerate((2, 3, 1))]
+    return m, feeds
+
+
+@pytest.mark.parametrize("read", ["at", "map"])
+@pytest.mark.parametrize("where", ["main", "if"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_list_whose_elements_change_shape_in_a_loop_is_not_typed_by_its_first(read, where, axis):
+    m, feeds = _growing_list(read, where, axis)
+    lower_checked(m, inputs=feeds)

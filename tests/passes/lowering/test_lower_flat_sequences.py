@@ -560,3 +560,48 @@ def test_run_time_counts_repeat_by_tile_not_by_an_expand_of_one_element(target):
         expands += [nd for nd in g.node if nd.op_type == "Expand"]
         graphs += [a.g for nd in g.node for a in nd.attribute if a.HasField("g")]
     assert not [nd.name for nd in expands if nd.input[0] in ones]
+
+
+# A run-time scalar split with keepdims=0: whether the chunks lose the axis is the
+# policy's (onnxruntime squeezes when every chunk has size 1 along it or none has an
+# element; else the spec keeps it), decided by the values. Flat carries the ranks.
+SQUEEZE_FEEDS = [
+    {"x": _x(2, 4, 2), "k": np.array(1)},  # chunks of 1: squeezed
+    {"x": _x(2, 4, 2), "k": np.array(2)},  # kept (onnxruntime fails on the original)
+    {"x": _x(0, 4, 2), "k": np.array(2)},  # no element in any chunk: squeezed
+    {"x": _x(2, 1, 2), "k": np.array(3)},  # one chunk of size 1: squeezed
+]
+
+
+def _runtime_squeeze_model(where: str, ranked: bool) -> onnx.ModelProto:
+    nodes = [n("SplitToSequence", ["x", "k"], ["s"], axis=1, keepdims=0),
+             n("SequenceLength", ["s"], ["count"]),
+             n("Identity", ["s"], ["s2"]),
+             n("ConcatFromSequence", ["s2"], ["cat"], axis=0),
+             n("SequenceMap", ["s"], ["shapes"], body=body([n("Shape", ["e"], ["d"])], [t("e", FLOAT)], [t("d", INT64, [None])])),
+             n("ConcatFromSequence", ["shapes"], ["dims"], axis=0)]
+    outputs = [t("count", INT64, []), t("cat", FLOAT), t("dims", INT64, [None])]
+    inputs = [t("x", FLOAT, [None, "M", 2] if ranked else None), t("k", INT64, [])]
+    if where == "if":
+        branch = body(nodes, [], outputs)
+        other = body([n("Constant", [], [o.name], value=helper.make_tensor(o.name, o.type.tensor_type.elem_type, [0], []))
+                      for o in outputs if o.name != "count"] + [n("Constant", [], ["count"], value=helper.make_tensor("c", INT64, [], [0]))],
+                     [], outputs)
+        nodes = [n("Greater", ["k", "zero"], ["c"]), n("If", ["c"], [o.name for o in outputs], then_branch=branch, else_branch=other)]
+    m = model(nodes, inputs, outputs, initializer=[const("zero", 0, np.int64)], opset=17)
+    for vi in [*m.graph.input, *m.graph.output]:
+        if vi.name in ("cat",) or (vi.name == "x" and not ranked):
+            vi.type.tensor_type.ClearField("shape")
+    return m
+
+
+@pytest.mark.parametrize("where", ["main", "if"])
+@pytest.mark.parametrize("ranked", [True, False], ids=["rank-known", "rank-unknown"])
+def test_a_run_time_scalar_split_with_keepdims_0_squeezes_as_its_values_say(where, ranked):
+    m = _runtime_squeeze_model(where, ranked)
+    low, report = lower_checked(m, backends=(), inputs=SQUEEZE_FEEDS)
+    assert report.tensor_only
+    # The original runs on the reference (the policy's kernel); the lowered model on both.
+    for lowered_backend in ("reference", "onnxruntime"):
+        rep = verify(m, low, inputs=SQUEEZE_FEEDS, backend="reference", lowered_backend=lowered_backend)
+        assert rep.equivalent, (lowered_backend, rep.to_json())

@@ -59,10 +59,13 @@ def test_keepdims_policy_onnxruntime_refuses_what_onnxruntime_cannot_run():
         lower_with_report(load_model(_scalar_split(2, 0, [3, 2])), LowerOptions(keepdims_policy="onnxruntime"))
 
 
-def test_keepdims_zero_undecidable_over_a_symbolic_dim_stays_and_says_why():
-    m = _declared(_scalar_split(2, 0, [3, "W"]), "first", [2, "W"])  # squeezable only if W == 0
-    low, report = lower_checked(m, backends=(), tensor_only=False)
-    assert any("keepdims=0" in r.get("reason", "") for r in report.remaining)
+def test_keepdims_zero_over_a_symbolic_dim_is_decided_at_run_time():
+    # Squeezed (onnxruntime's behaviour, policy auto) only if W == 0: the chunks' rank is
+    # computed in the graph (Flat, ranks carried), and both runs give the original's.
+    m = _scalar_split(2, 0, [3, "W"])
+    feeds = [{"x": np.arange(3 * w, dtype=np.float32).reshape(3, w)} for w in (4, 0, 1)]
+    low, report = lower_checked(m, backends=BACKENDS, inputs=feeds)
+    assert report.tensor_only and "Where" in ops_of(low)
 
 
 def test_strings_float16_bfloat16_elements():

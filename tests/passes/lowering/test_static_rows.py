@@ -218,3 +218,39 @@ def test_a_string_list_of_run_time_shape_mapped_in_a_batch_runs_right_on_onnxrun
     x = np.array([["s1"], ["s2"], ["s3"]], dtype=object)
     low, _ = lower_checked(m, backends=BACKENDS, inputs=[{"x": x}])
     assert "Gather" not in ops_of(low)
+
+
+# A loose element (no source) of another shape than the rows it joins: the pool is one
+# Concat along the rows' axis, so it may not take the element in (regression programs
+# 00033, 02057, 02733 declared the pool with the rows' dims and failed the checker).
+LOOSE = [
+    # (x's shape, split axis, keepdims, the inserted constant's shape, concat axis, new_axis)
+    ([3, 1, 2], 0, 0, [1, 1], -1, 0),   # rows [1, 2] and a [1, 1] joined along their last axis
+    ([3, 1, 2], 0, 0, [1, 3], 1, 0),
+    ([2, 4], 0, 0, [1], 0, 0),          # rows [4] and a [1]: one 1-D concat
+    ([2, 3, 2], 1, 1, [2, 2, 2], 1, 0),  # chunks [2, 1, 2] and a [2, 2, 2] along the cut axis
+    ([2, 3, 2], 1, 1, [2, 1, 3], 2, 0),  # ... and along another axis
+]
+
+
+@pytest.mark.parametrize("shape,axis,keepdims,extra,at,new_axis", LOOSE)
+@pytest.mark.parametrize("where", ["main", "if"])
+def test_rows_joined_with_an_element_of_another_shape(shape, axis, keepdims, extra, at, new_axis, where):
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=axis, keepdims=keepdims),
+             helper.make_node("SequenceInsert", ["s", "extra"], ["s2"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=at, new_axis=new_axis)]
+    inits = [const("extra", np.arange(np.prod(extra), dtype=np.float32).reshape(extra) - 1.5)]
+    rows = [np.squeeze(r, axis) if not keepdims else r for r in np.split(np.zeros(shape), shape[axis], axis)]
+    joined = list((np.stack if new_axis else np.concatenate)([*rows, np.zeros(extra)], axis=at).shape)
+    if where == "if":
+        branch = body(nodes, [], [t("y", FLOAT, joined)])
+        other = body([helper.make_node("ConstantOfShape", ["dims"], ["y2"])], [], [t("y2", FLOAT, joined)])
+        nodes = [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)]
+        inits.append(const("dims", np.array(joined, np.int64)))
+        m = model(nodes, [t("x", FLOAT, shape), t("c", TensorProto.BOOL, [])], [t("y", FLOAT, joined)], initializer=inits)
+        feeds = [{"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32), "c": np.array(v)}
+                 for v in (True, False)]
+    else:
+        m = model(nodes, [t("x", FLOAT, shape)], [t("y", FLOAT, joined)], initializer=inits)
+        feeds = None
+    lower_checked(m, backends=BACKENDS, inputs=feeds)
