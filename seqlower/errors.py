@@ -8,7 +8,7 @@ one-line message naming the file or the node. The CLI prints that line and exits
 
 from __future__ import annotations
 
-__all__ = ["SeqlowerError", "ModelError", "ExecutionError", "ModelWarning", "describe_node"]
+__all__ = ["SeqlowerError", "LoweringDefect", "ModelError", "ExecutionError", "ModelWarning", "describe_node"]
 
 
 class SeqlowerError(Exception):
@@ -17,6 +17,11 @@ class SeqlowerError(Exception):
 
 class ModelError(SeqlowerError):
     """The model file or the model itself is unreadable or invalid."""
+
+
+class LoweringDefect(ModelError):
+    """What seqlower wrote is wrong (the lowered model fails onnx's checker): a defect of
+    the lowering, never of the input. ``lower`` validates: such a web is kept instead."""
 
 
 class ExecutionError(SeqlowerError):

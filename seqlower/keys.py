@@ -5,7 +5,7 @@ so code composing seqlower's passes in its own PassManager can read them."""
 from __future__ import annotations
 
 __all__ = ["ABI_KEY", "ANALYSIS_STASH_KEY", "KEPT_ZIPMAPS_KEY", "LOOP_REASONS_KEY", "NOTES_KEY", "OPEN_WHEN_EMPTY", "OPTIONAL_SEQUENCES_KEY", "REPORT_KEY",
-           "RESERVED_NAMES_KEY", "LEGALIZE_KEY", "SHAPE_HIDDEN"]
+           "RESERVED_NAMES_KEY", "LEGALIZE_KEY", "SHAPE_HIDDEN", "KEEP_KEY"]
 
 # model.meta: every rewrite, a list of dicts {op, node, graph, into, how}.
 REPORT_KEY = "seqlower.rewrites"
@@ -42,3 +42,8 @@ LEGALIZE_KEY = "seqlower.legalize"
 # STEM, its Slice STEM_in): the rewrites that write it leave a value read through it alone,
 # and check --target reads such a value as read right (targets/quirks/branches.py, values.py).
 SHAPE_HIDDEN = "_shape_hidden"
+
+# metadata_props of a sequence op: why its web must stay as it is (lower's validation ran
+# the web's lowering against the original and it failed or differed: seqlower/fastpath/
+# validate.py); the analysis keeps such a web, and the mark is removed from the output.
+KEEP_KEY = "seqlower.keep"

@@ -17,10 +17,10 @@ import onnx_ir as ir
 from onnx_ir.passes import common
 
 from seqlower.analysis.analyzer import Analysis, analyze
-from seqlower.errors import ModelError, SeqlowerError
+from seqlower.errors import LoweringDefect, ModelError, SeqlowerError
 from seqlower.io.inventory import take_inventory
-from seqlower.ir.helpers import node_label
-from seqlower.keys import ANALYSIS_STASH_KEY, KEPT_ZIPMAPS_KEY, LEGALIZE_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY
+from seqlower.ir.helpers import graphs_of, node_label
+from seqlower.keys import ANALYSIS_STASH_KEY, KEPT_ZIPMAPS_KEY, LEGALIZE_KEY, LOOP_REASONS_KEY, NOTES_KEY, REPORT_KEY, KEEP_KEY
 from seqlower.io.models import check_model, weightless_proto
 from seqlower.ops import makes_lists
 from seqlower.options import DEFAULT_MAX_UNROLL, LowerOptions
@@ -100,13 +100,24 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None, *,
     report.notes.extend(dict.fromkeys(model.meta.get(NOTES_KEY, [])))
     report.kept_loops = _kept_loops(model)
     report.fixed = fixed_of(model)
+    _initializers_as_inputs(model)
     proto = weightless_proto(model)
     # Shapeless graph inputs/outputs are accepted from the input (warned about there),
     # and a declared shape the model's own computation contradicts may be dropped; a
     # boundary value seqlower creates always declares its shape.
     if new := sorted(_shapeless_boundary(model) - declared):
-        raise ModelError(f"the lowered model declares no shape for graph input/output {new[0]!r} (internal error)")
+        raise LoweringDefect(f"the lowered model declares no shape for graph input/output {new[0]!r} (internal error)")
     proto = _check_lowered(model, proto)
+    _report_remaining(report, model, proto, options)
+    report.gaps = target_gaps(proto, load_target(options.target), report.kept_loops)
+    for graph in graphs_of(model):
+        for node in graph:
+            node.metadata_props.pop(KEEP_KEY, None)  # (validation's marks: reported, not written)
+    return model, report
+
+
+def _report_remaining(report: LowerReport, model: ir.Model, proto: onnx.ModelProto, options: LowerOptions) -> None:
+    """Every sequence op and sequence-typed boundary value left, each with why."""
     analysis = analyze(model, max_unroll=options.max_unroll, keepdims_policy=options.keepdims_policy, packed=options.packed)
     why = _reasons_by_node(analysis)
     inventory = take_inventory(proto)
@@ -124,8 +135,16 @@ def lower_with_report(model: ir.Model, options: LowerOptions | None = None, *,
             # A value without a reason of its own has its producer's (a kept ZipMap's maps).
             reason = why.get(v.name) or why.get(v.producer) or f"sequence-typed graph {v.role} of a web that stays a sequence"
             report.remaining.append({"value": v.name, "type": v.type, "graph": v.graph, "reason": reason})
-    report.gaps = target_gaps(proto, load_target(options.target), report.kept_loops)
-    return model, report
+
+
+def _initializers_as_inputs(model: ir.Model) -> None:
+    """Below IR 4 every initializer is also a graph input (onnxmltools' IR 3 models): the
+    constants the lowering added are listed too, so the model keeps its IR version."""
+    if model.ir_version >= 4:
+        return
+    for graph in graphs_of(model):
+        listed = set(graph.inputs)
+        graph.inputs.extend(v for v in graph.initializers.values() if v not in listed)
 
 
 def _shapeless_boundary(model: ir.Model) -> set[str]:
@@ -158,9 +177,12 @@ def _check_lowered(model: ir.Model, proto: onnx.ModelProto) -> onnx.ModelProto:
         check_model(proto, "the lowered model", what="fails the ONNX checker")
     except ModelError as e:
         if "Inferred shape and existing shape differ" not in str(e) or not _drop_contradicted_output_dims(model, proto):
-            raise
+            raise LoweringDefect(str(e)) from None
         proto = weightless_proto(model)
-        check_model(proto, "the lowered model", what="fails the ONNX checker")
+        try:
+            check_model(proto, "the lowered model", what="fails the ONNX checker")
+        except ModelError as again:
+            raise LoweringDefect(str(again)) from None
     return proto
 
 

@@ -46,6 +46,10 @@ class LowerOptions:
     # static folds, constant-trip Loops unroll within max_unroll, lists lower Unrolled.
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     fixed_dims: dict[str, int] = field(default_factory=dict)
+    # Validated lowering (seqlower/fastpath/validate.py): what lower writes is run against
+    # the original first, and a web whose lowering fails or differs is kept as it was
+    # (--no-validate skips it). The core (seqlower.lowering) never reads it: the job does.
+    validate: bool = True
 
     @property
     def specialized(self) -> bool:

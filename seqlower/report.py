@@ -23,6 +23,9 @@ class LowerReport:
     gaps: list[Gap] = field(default_factory=list)
     # What --input-shape / --fix-dim fixed: {"shapes": {input: dims}, "dims": {name: value}}.
     fixed: dict[str, dict] = field(default_factory=dict)
+    # What lower's validation ran and found (seqlower/fastpath/validate.py): the backend,
+    # samples compared, and each web kept because its lowering failed or differed.
+    validation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tensor_only(self) -> bool:
@@ -34,7 +37,8 @@ class LowerReport:
         # The gaps are reported with the target's name (seqlower lower's "target").
         return {"tensor_only": self.tensor_only, "rewrites": [dict(r) for r in self.rewrites],
                 "remaining": [dict(r) for r in self.remaining], "notes": list(self.notes),
-                "kept_loops": dict(self.kept_loops), **({"fixed": self.fixed} if self.fixed else {})}
+                "kept_loops": dict(self.kept_loops), **({"fixed": self.fixed} if self.fixed else {}),
+                **({"validation": self.validation} if self.validation else {})}
 
 
 def overridable_notes(names: list[str]) -> list[str]:

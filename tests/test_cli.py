@@ -132,7 +132,10 @@ def test_verify_original_rejecting_every_sample(capsys, tmp_path):
     onnx.save(m, p)
     np.savez(tmp_path / "bad.npz", x=np.ones(2, np.float32), p=np.array(5))
     code, out, _ = cli(capsys, "verify", p, p, "--inputs", tmp_path / "bad.npz")
-    assert code == 1 and "original failed" in out and "NOT PROVEN" in out
+    # No backend could compare anything: not "not equivalent" (exit 1) but not proven (2).
+    assert code == 2 and "original failed" in out and "NOT PROVEN" in out and "NOT RUN on reference" in out
+    code, out, _ = cli(capsys, "lower", p, "-o", tmp_path / "o.onnx", "--verify", "--inputs", tmp_path / "bad.npz")
+    assert code == 2 and "could not be verified; nothing written" in out and not (tmp_path / "o.onnx").exists()
 
 
 def test_run_prints_and_saves(capsys, tmp_path, seq_model):

@@ -129,8 +129,7 @@ class LowerZipMapPass(ir.passes.InPlacePass):
             # A [C] input is one row; an input of unknown rank (what inference knows of
             # the ml ops before it) is still rank 1 or 2: [N, C] either way, so the model
             # output declares its rank.
-            values = b.op("Reshape", [x, b.ints([-1, len(labels)], f"{name}_rows")], f"{name}_values",
-                          ir.DataType.FLOAT, [None, len(labels)])
+            values = b.reshape(x, [-1, len(labels)], f"{name}_values", ir.Shape([None, len(labels)]))
         values.type = ir.TensorType(ir.DataType.FLOAT)
         outputs = graph.outputs
         outputs[outputs.index(out)] = values

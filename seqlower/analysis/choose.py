@@ -12,6 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower import ops
+from seqlower.keys import KEEP_KEY
 from seqlower.ir.helpers import (
     int_attr,
     rank_of,
@@ -98,6 +99,15 @@ class Analysis:
 
     def packed(self, v: ir.Value | None) -> bool:
         return v is not None and v in self.web_of and self.web_of[v].packed
+
+
+def _kept_by_validation(v: ir.Value) -> str | None:
+    """Why ``lower``'s validation keeps the web of ``v`` as it is (seqlower.keys.KEEP_KEY
+    on the op making or reading it), or None."""
+    for node in (v.producer(), *users_of(v)):
+        if node is not None and (why := node.metadata_props.get(KEEP_KEY)) is not None:
+            return why
+    return None
 
 
 class Chooser:
@@ -218,6 +228,11 @@ class Chooser:
         hard = next((self.blockers[v] for v in values if v in self.hard), None)
         if hard is not None:
             return hard
+        for v in values:
+            if (why := _kept_by_validation(v)) is not None:
+                self.hard.add(v)
+                self.blockers.setdefault(v, why)
+                return why
         for v in values:
             for use in users_of(v):
                 why = self._hard_use_reason(use, v)

@@ -165,6 +165,10 @@ def _add_lower(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--no-optimize", dest="optimize", action="store_false",
                    help="skip onnxscript's optimizer (constant folding, common subexpressions, identity removal),"
                         " which otherwise runs on what seqlower rewrote, never on the model's other nodes")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="skip the validation lower does by default: the lowered model run against the original"
+                        " (on onnxruntime, else the reference) on two synthesized samples, a web whose lowering"
+                        " fails or differs kept as it was and reported")
     p.add_argument("--verify", action="store_true",
                    help="run both models (on --inputs, or synthesized samples) and write only if they agree")
     p.add_argument("--strict", action="store_true",

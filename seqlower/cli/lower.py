@@ -190,10 +190,13 @@ def _read_and_lower(src: Path, args: argparse.Namespace, timings: dict[str, floa
     t = time.perf_counter()
     options = LowerOptions(max_unroll=args.max_unroll, keepdims_policy=args.keepdims_policy, target=args.target,
                            optimize=args.optimize, max_trips=args.max_trips, dim_max=dict(args.dim_max or []),
-                           input_shapes=dict(args.input_shape or []), fixed_dims=dict(args.fix_dim or []))
+                           input_shapes=dict(args.input_shape or []), fixed_dims=dict(args.fix_dim or []),
+                           validate=args.validate)
     report = job.lower(options)
     after = count_ops(job.lowered) if counting else Counter()
     timings["lower"] = time.perf_counter() - t
+    if "seconds" in report.validation:
+        timings["validate"] = report.validation["seconds"]  # (part of "lower")
     return job, report, before, after
 
 
@@ -269,9 +272,12 @@ def _describe(outcome: Outcome, report: Any, verdict: Any, gaps: list[Any], targ
     shown = "stdout" if dst == STDOUT else dst
     if verdict is None or verdict.equivalent:
         lines.append(f"lowered {src} -> {shown} in {seconds:.2f} s")
-    else:
+    elif verdict.differs:
         lines.append(f"{src}: the lowered model is NOT equivalent; nothing written")
         outcome.code, outcome.reason = EXIT_FAIL, verdict.reason()
+    else:
+        lines.append(f"{src}: the lowered model could not be verified; nothing written")
+        outcome.code, outcome.reason = verdict.exit_code, verdict.reason()
     if _counting(args):
         print_table(op_table(before, after), indent="  ", out=lines.append, right=(1, 2))
     if report.remaining:

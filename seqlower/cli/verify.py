@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from seqlower.cli._common import EXIT_FAIL, EXIT_OK, Console, Progress, nulls, print_table
+from seqlower.cli._common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Console, Progress, nulls, print_table
 from seqlower.errors import SeqlowerError
 
 
@@ -53,39 +53,64 @@ def load_given_inputs(model: str, paths: list[str] | None) -> list[dict[str, Any
 
 
 class Verdict:
-    """One comparison per backend; equivalent only when every backend says so."""
+    """One comparison per backend. A backend that could not run the original on any
+    sample proves nothing either way: it is *not run*, with its reason. Equivalent when
+    no backend found a difference (an output that differs, or a lowered model that fails
+    where the original ran) and at least one compared a sample; exit 1 only for a real
+    difference, exit 2 when no backend could compare."""
 
     def __init__(self, reports: list[Any], notes: list[str]) -> None:
         self.reports, self.notes = reports, notes
 
     @property
+    def differs(self) -> bool:
+        return any(r.interface_error or any(s.status in ("different", "lowered failed") for s in r.samples)
+                   for r in self.reports)
+
+    @property
     def equivalent(self) -> bool:
-        return bool(self.reports) and all(r.equivalent for r in self.reports)
+        return not self.differs and any(r.compared for r in self.reports)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAIL if self.differs else EXIT_OK if self.equivalent else EXIT_USAGE
 
     @property
     def compared(self) -> int:
-        return min((r.compared for r in self.reports), default=0)
+        return max((r.compared for r in self.reports), default=0)
 
     def summary(self) -> str:
-        parts = [f"{r.backend} ({r.compared} of {len(r.samples)} samples compared)" for r in self.reports]
-        return f"{'EQUIVALENT' if self.equivalent else 'NOT EQUIVALENT'} on {' and '.join(parts)}"
+        ran = [f"{r.backend} ({r.compared} of {len(r.samples)} samples compared)" for r in self.reports if r.compared
+               or r.interface_error]
+        word = "EQUIVALENT" if self.equivalent else "NOT EQUIVALENT" if self.differs else "NOT PROVEN"
+        text = f"{word} on {' and '.join(ran)}" if ran else f"{word}: no backend could run the original"
+        not_run = [f"{r.backend} ({_not_run_reason(r)})" for r in self.reports if not r.compared and not r.interface_error]
+        return text + (f"; not run on {', '.join(not_run)}" if not_run else "")
 
     def reason(self) -> str:
         """Why not equivalent, in one line."""
         for r in self.reports:
             if r.interface_error:
                 return f"not equivalent on {r.backend}: {r.interface_error}"
-            if r.compared == 0:
-                return f"not proven on {r.backend}: the original rejected every sample"
-            bad = next((s for s in r.samples if s.status not in ("equal", "original failed")), None)
+            bad = next((s for s in r.samples if s.status in ("different", "lowered failed")), None)
             if bad is not None:
                 what = bad.error or ", ".join(o.name for o in bad.outputs if not o.ok)
                 return f"not equivalent on {r.backend}: sample {bad.index} ({bad.source}) {bad.status}: {what}"
+        if not self.equivalent:
+            return "not proven: no backend could run the original on any sample; give inputs with --inputs"
         return ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"equivalent": self.equivalent, "compared": self.compared, "notes": self.notes,
-                "backends": [r.to_json() for r in self.reports]}
+        return {"equivalent": self.equivalent, "differs": self.differs, "compared": self.compared,
+                "not_run": {r.backend: _not_run_reason(r) for r in self.reports if not r.compared and not r.interface_error},
+                "notes": self.notes, "backends": [r.to_json() for r in self.reports]}
+
+
+def _not_run_reason(report: Any) -> str:
+    if report.not_run:
+        return report.not_run
+    first = next((s.error for s in report.samples if s.status == "original failed" and s.error), "")
+    return f"the original failed: {first}" if first else "no sample"
 
 
 def compare(original: Any, lowered: Any, args: argparse.Namespace, given: list[dict[str, Any]] | None) -> Verdict:
@@ -120,7 +145,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print_verdict(verdict, args.original, args.lowered, Console())
         if args.save_failures:
             print(f"saved {len(saved)} failing sample(s) in {args.save_failures}")
-    return EXIT_OK if verdict.equivalent else EXIT_FAIL
+    return verdict.exit_code
 
 
 def save_failures(verdict: Verdict, folder: str) -> list[str]:
@@ -172,8 +197,8 @@ def print_verdict(verdict: Verdict, a: str, b: str, out: Callable[[str], None]) 
                         out(f"  {o.name}: {o.detail}")
         for n in report.notes:
             out(f"note: {n}")
-        if report.compared == 0:
-            out("NOT PROVEN: the original model rejected every sample; give inputs with --inputs")
+        if report.compared == 0 and not report.interface_error:
+            out(f"NOT RUN on {report.backend}: {_not_run_reason(report)}")
     for n in verdict.notes:
         out(f"note: {n}")
     out(verdict.summary())

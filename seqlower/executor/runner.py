@@ -47,11 +47,12 @@ class Executor:
         self.proto = read_model_proto(model)
         self.abi: Abi | None = read_abi(self.proto) if use_abi else None
         graph = self.proto.graph
-        inits = {i.name for i in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
-        self.raw_inputs = [Port(v.name, v.type) for v in graph.input if v.name not in inits]
+        self.raw_inputs = _raw_inputs(self.proto)
         # Inputs with an initializer (IR >= 4): defaults the caller may override. They may
         # be fed; unfed, every backend is given the default, so all run the same graph.
-        declared = {v.name for v in graph.input}
+        # Below IR 4 every initializer is listed as an input and is a constant
+        # (onnxruntime refuses a feed for one).
+        declared = {v.name for v in graph.input} if self.proto.ir_version >= 4 else set()
         self.defaults: dict[str, Any] = {
             t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name in declared}
         self.raw_outputs = [Port(v.name, v.type) for v in graph.output]
@@ -115,3 +116,16 @@ class Executor:
             else:
                 outputs[port.name] = by_name[port.name]
         return RunResult(outputs, self._load_notes + self.config.notes[before:] + list(getattr(self._backend, "run_notes", [])))
+
+
+def _raw_inputs(proto: onnx.ModelProto) -> list[Port]:
+    graph = proto.graph
+    inits = {i.name for i in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
+    return [Port(v.name, v.type) for v in graph.input if v.name not in inits]
+
+
+def ports_of(model: Any) -> list[Port]:
+    """The inputs a caller feeds ``model`` (through its ABI), without loading a backend."""
+    proto = read_model_proto(model)
+    abi = read_abi(proto)
+    return Executor._logical(_raw_inputs(proto), abi.inputs if abi else {})

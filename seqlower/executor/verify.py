@@ -48,6 +48,8 @@ class VerifyReport:
     samples: list[SampleReport]
     notes: list[str]
     interface_error: str = ""
+    # Why the backend could not load the first model (it then proves nothing either way).
+    not_run: str = ""
     # The ports of the two models (with ``verify(keep=True)``): where kept samples go.
     ports: tuple[list[Any], list[Any], list[Any]] | None = field(default=None, repr=False)
 
@@ -67,6 +69,7 @@ class VerifyReport:
             "backend": self.backend,
             "compared": self.compared,
             "interface_error": self.interface_error,
+            "not_run": self.not_run,
             "notes": self.notes,
             "samples": [s.to_json() for s in self.samples],
         }
@@ -163,7 +166,7 @@ def _executors(report: VerifyReport, original: ModelSource, lowered: ModelSource
     try:
         a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
     except ExecutionError as e:
-        report.interface_error = f"{backend} refuses the first model: {e}"
+        report.not_run = f"{backend} cannot load the first model: {e}"
         return None
     try:
         b = Executor(lowered, backend=lowered_backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)

@@ -17,12 +17,15 @@ bytes when the model is written or handed back. The lowering core itself
 from __future__ import annotations
 
 import os
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from seqlower.collector import fewer_collections
+from seqlower.errors import LoweringDefect, ModelWarning, SeqlowerError
 from seqlower.io.check import PROTOBUF_LIMIT, InferredTypes
 from seqlower.io.models import StagedModel, read_model_held, stage_model, with_weights
 from seqlower.options import LowerOptions
@@ -63,15 +66,80 @@ class Job:
         return cls(proto, weights, inferred, base_dir, label)
 
     def lower(self, options: LowerOptions | None = None) -> LowerReport:
-        """Lower the model (once); the report of what was done and what stays."""
+        """Lower the model (once); the report of what was done and what stays. With
+        ``options.validate`` (the default), what is lowered ran against the original
+        first, and a web whose lowering fails or differs stays as it was (reported)."""
         from seqlower.fastpath.pipeline import lower_proto_with_report
 
         assert self.lowered is None, "a Job lowers once"
-        self.lowered, self.report = lower_proto_with_report(
-            self.proto, options or LowerOptions(), base_dir=self.base_dir, label=self.label,
-            inferred=self._inferred, weights=self.weights)
+        options = options or LowerOptions()
+        original = _copy(self.proto) if options.validate else None
+        failure = None
+        try:
+            self.lowered, self.report = lower_proto_with_report(
+                self.proto, options, base_dir=self.base_dir, label=self.label,
+                inferred=self._inferred, weights=self.weights)
+        except LoweringDefect as e:
+            if original is None:
+                raise
+            failure = str(e)
+        except SeqlowerError:
+            raise
+        except Exception as e:  # a pass's own failure: a defect, not the input's
+            if original is None:
+                raise
+            failure = f"internal error: {type(e).__name__}: {e}"
         self._inferred = InferredTypes()  # (released: it holds a typed copy of the graph)
-        return self.report
+        if original is not None:
+            start = time.perf_counter()
+            self._validate(original, options, failure)
+            if self.report.validation:
+                self.report.validation["seconds"] = round(time.perf_counter() - start, 4)
+        return self.report  # type: ignore[return-value]
+
+    def _validate(self, original: onnx.ModelProto, options: LowerOptions, failure: str | None) -> None:
+        """Hold the lowering to the original (seqlower.fastpath.validate); where it fails,
+        lower again with the failing web kept, each web alone first, then all of them;
+        where nothing validates, the model stays as it was."""
+        from dataclasses import replace
+
+        from seqlower.fastpath import validate
+
+        if self.weights is not None and self.weights.held_bytes() > validate.MAX_WEIGHT_BYTES:
+            if failure is not None:
+                raise LoweringDefect(failure)
+            self.report.notes.append("validation skipped: the weights are too big to run here; use --verify")
+            return
+        source = with_weights(original, self.weights)
+        if failure is None:
+            result = validate.run_validation(source, self.model(), options)
+            if result.failure is None:
+                self.report.validation = result.to_json()
+                self.report.notes.extend(result.notes)
+                return
+            failure = result.failure
+        why = f"validation: the lowering failed or differed ({failure}); kept as it was"
+        webs = validate.sequence_webs(source)
+        tries: list[set[str] | None] = [*(webs if 1 < len(webs) <= validate.MAX_WEBS_TRIED else []), None]
+        for keep in tries:
+            marked = _copy(source)
+            validate.mark_kept(marked, keep, why)
+            retry = Job.read(marked, base_dir=self.base_dir)
+            try:
+                retry.lower(replace(options, validate=False))
+            except SeqlowerError:
+                continue
+            except Exception:  # noqa: BLE001 - another defect: the next try keeps more
+                continue
+            result = validate.run_validation(source, retry.model(), options)
+            if result.failure is None:
+                self.proto, self.weights, self.lowered, self.report = retry.proto, retry.weights, retry.lowered, retry.report
+                self.report.validation = {**result.to_json(), "kept": why}
+                self.report.notes.append(why)
+                warnings.warn(f"{self.label}: {why}", ModelWarning, stacklevel=3)
+                return
+        self.lowered, self.report = original, validate.unchanged_report(original, why)
+        warnings.warn(f"{self.label}: {why}; the model is written as it was", ModelWarning, stacklevel=3)
 
     def model(self) -> onnx.ModelProto:
         """The lowered model as one ModelProto, its weights back in place: the bytes
@@ -82,6 +150,12 @@ class Job:
         """The lowered model written beside ``path`` (``model_io.stage_model``): commit it
         once it has been checked, or discard it."""
         return stage_model(self.lowered, path, self.weights)
+
+
+def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    return copy
 
 
 def lower(model: Any, *, base_dir: str | None = None, **kwargs: Any) -> Any:

@@ -362,6 +362,15 @@ class Builder:
             shape = ir.Shape([1 if i in ins else next(it) for i in range(rank)])
         return self._typed(node.outputs[0], x.dtype, shape)
 
+    def reshape(self, x: ir.Value, dims: Sequence[int], name: str, shape: ir.Shape | Sequence | None = None) -> ir.Value:
+        """``x`` reshaped to the constant ``dims`` (an attribute before opset 5)."""
+        dims = [int(d) for d in dims]
+        if self.opset < 5:
+            node = self._emit("Reshape", [x], {"shape": dims}, outputs=[name], node_name=f"{name}_reshape")
+        else:
+            node = self._emit("Reshape", [x, self.ints(dims, f"{name}_dims")], outputs=[name], node_name=f"{name}_reshape")
+        return self._typed(node.outputs[0], x.dtype, shape)
+
     def _axes_op(self, op: str, x: ir.Value, axes: Sequence[int], name: str) -> ir.Node:
         axes = [int(a) for a in axes]
         if self.opset <= 12:

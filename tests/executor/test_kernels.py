@@ -9,6 +9,7 @@ from onnx import helper
 
 from seqlower.errors import ExecutionError
 from seqlower.executor import Executor
+from tests.conftest import requires_ort
 from tests.helpers import BOOL, FLOAT, INT32, INT64, STRING, body, const, model, opt, run, seq, single, t
 
 A, B, C = (np.full((2,), v, np.float32) for v in (1, 2, 3))
@@ -423,3 +424,59 @@ def test_keepdims_policy_split_above_one_on_a_dim_of_one(policy, shape):
     """onnxruntime squeezes whenever every chunk has size 1, so split=2 over a dim of 1 squeezes too."""
     out = run(split_model([], keepdims=0), policy=policy, x=np.ones(1, np.float32), split=np.array(2))["s"]
     assert [c.shape for c in out] == [shape]
+
+
+# -- LinearClassifier (ai.onnx.ml) ------------------------------------------------------
+# The spec leaves the binary case, the labels and the transforms' details to the runtime;
+# the kernel follows onnxruntime, where onnx's reference mirrors a binary score as
+# [-s, s], transforms it, and infers the class count from X's width.
+
+
+def _linear_classifier(classes: int, columns: int, post: str, strings: bool, x_type: int = FLOAT):
+    rng = np.random.default_rng(classes * 10 + columns)
+    features = 4
+    labels = ({"classlabels_strings": [f"c{i}" for i in range(classes)]} if strings
+              else {"classlabels_ints": list(range(10, 10 + classes))})
+    node = helper.make_node("LinearClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml",
+                            coefficients=rng.normal(size=columns * features).tolist(),
+                            intercepts=rng.normal(size=columns).tolist(), post_transform=post, **labels)
+    g = helper.make_graph([node], "g", [t("X", x_type, [None, features])],
+                          [t("label", STRING if strings else INT64, [None]), t("scores", FLOAT, [None, None])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 7), helper.make_opsetid("ai.onnx.ml", 1)],
+                             ir_version=3)
+
+
+@requires_ort
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"])
+@pytest.mark.parametrize("classes,columns", [(2, 1), (2, 2), (3, 3), (6, 6)], ids=["binary-1", "binary-2", "3", "6"])
+@pytest.mark.parametrize("strings", [False, True], ids=["ints", "strings"])
+def test_linear_classifier_gives_onnxruntimes_numbers(post, classes, columns, strings):
+    m = _linear_classifier(classes, columns, post, strings)
+    x = np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32)
+    if columns == 1 and post == "PROBIT":
+        # (onnxruntime writes the N probits into the first N of its 2N entries: no layout)
+        with pytest.raises(ExecutionError, match="PROBIT of a one-column"):
+            Executor(m, backend="reference").run({"X": x})
+        return
+    ours = Executor(m, backend="reference").run({"X": x}).outputs
+    theirs = Executor(m, backend="onnxruntime").run({"X": x}).outputs
+    assert np.asarray(ours["label"]).tolist() == np.asarray(theirs["label"]).tolist()
+    np.testing.assert_allclose(ours["scores"], theirs["scores"], rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@requires_ort
+def test_linear_classifier_takes_integer_and_one_row_inputs():
+    m = _linear_classifier(3, 3, "SOFTMAX", False, x_type=INT64)
+    for x in (np.arange(8, dtype=np.int64).reshape(2, 4) - 3, np.arange(4, dtype=np.int64)):
+        m.graph.input[0].CopyFrom(t("X", INT64, list(x.shape)))
+        ours = Executor(m, backend="reference").run({"X": x}).outputs
+        theirs = Executor(m, backend="onnxruntime").run({"X": x}).outputs
+        assert np.asarray(ours["label"]).tolist() == np.asarray(theirs["label"]).tolist()
+        np.testing.assert_allclose(ours["scores"], theirs["scores"], rtol=1e-5, atol=1e-6)
+
+
+def test_linear_classifier_refuses_an_input_of_another_width():
+    m = _linear_classifier(3, 3, "NONE", False)
+    m.graph.input[0].CopyFrom(t("X", FLOAT, [None, None]))
+    with pytest.raises(ExecutionError, match="12 coefficients do not make 3 class"):
+        Executor(m, backend="reference").run({"X": np.ones((3, 2), np.float32)})

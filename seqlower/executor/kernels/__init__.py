@@ -1,4 +1,5 @@
-"""Spec-exact kernels for the sequence ops, control flow and optionals.
+"""Spec-exact kernels for the sequence ops, control flow, optionals and the ai.onnx.ml ops
+where onnx's evaluator is wrong.
 
 Each kernel replaces onnx's ReferenceEvaluator kernel of the same name through
 ``new_ops``; ``make_kernels(config)`` binds a run's :class:`KernelConfig` to them.
@@ -10,10 +11,12 @@ from seqlower.executor.kernels._base import KEEPDIMS_POLICIES, KernelConfig, Ker
 from seqlower.executor.kernels.op_concat_from_sequence import ConcatFromSequence
 from seqlower.executor.kernels.op_identity import Identity
 from seqlower.executor.kernels.op_if import If
+from seqlower.executor.kernels.op_linear_classifier import LinearClassifier
 from seqlower.executor.kernels.op_loop import Loop
 from seqlower.executor.kernels.op_optional import Optional
 from seqlower.executor.kernels.op_optional_get_element import OptionalGetElement
 from seqlower.executor.kernels.op_optional_has_element import OptionalHasElement
+from seqlower.executor.kernels.op_reshape import Reshape
 from seqlower.executor.kernels.op_reverse_sequence import ReverseSequence
 from seqlower.executor.kernels.op_sequence_at import SequenceAt
 from seqlower.executor.kernels.op_sequence_construct import SequenceConstruct
@@ -31,10 +34,12 @@ KERNELS: tuple[type[SeqKernel], ...] = (
     ConcatFromSequence,
     Identity,
     If,
+    LinearClassifier,
     Loop,
     Optional,
     OptionalGetElement,
     OptionalHasElement,
+    Reshape,
     ReverseSequence,
     SequenceAt,
     SequenceConstruct,

@@ -1,0 +1,170 @@
+"""``lower``'s validation: what it writes ran against the original first (translation
+validation, as CompCert checks each output of an untrusted pass).
+
+The lowered model is run beside the original on the executor, on inputs synthesized from
+the declared types at two sizes of every symbolic dim (the second with empty lists where
+an input is a sequence). It fails when it fails onnx's checker, fails to run, or gives
+other outputs on a sample the original runs; a sample the original itself fails proves
+nothing and is not counted. A failing lowering is not written: the job lowers again with
+the failing web kept as it was (``seqlower.keys.KEEP_KEY`` on its ops, which the analysis
+reads), and that web is reported with the reason; if no web alone explains it, every web
+is kept. The backend is the fastest installed: onnxruntime, else the reference.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+
+from seqlower.errors import ModelWarning, SeqlowerError
+from seqlower.keys import KEEP_KEY
+from seqlower.options import LowerOptions
+from seqlower.report import LowerReport
+
+__all__ = ["MAX_WEBS_TRIED", "MAX_WEIGHT_BYTES", "Validation", "backend", "mark_kept", "run_validation",
+           "sequence_webs", "unchanged_report"]
+
+# Samples: (seed, size of every symbolic dim, length of every sequence input).
+_SAMPLES = ((0, 3, 3), (1, 2, 0))
+# Past this many webs, a failure keeps them all at once instead of trying each alone.
+MAX_WEBS_TRIED = 8
+_OVER_BOUND = "needed more steps than its bound"
+# Weights past this are not loaded to validate (a 2 GiB model lowers in seconds without
+# reading them): the report says validation was skipped.
+MAX_WEIGHT_BYTES = 256 << 20
+
+
+@dataclass
+class Validation:
+    """What one validation found: ``failure`` (None: the lowered model ran and matched),
+    how many samples were compared, on which backend."""
+
+    backend: str
+    compared: int = 0
+    samples: int = 0
+    failure: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "samples": self.samples, "compared": self.compared}
+
+
+def backend() -> str:
+    return "onnxruntime" if importlib.util.find_spec("onnxruntime") is not None else "reference"
+
+
+def run_validation(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerOptions) -> Validation:
+    """The lowered model against the original, on ``backend()`` (see the module)."""
+    name = backend()
+    result = Validation(name)
+    with warnings.catch_warnings():
+        # (what the models' readers warn of was said when the input was read)
+        warnings.simplefilter("ignore", ModelWarning)
+        report = _verify(original, lowered, options, name, result)
+    if report is None:
+        return result
+    result.samples, result.compared = len(report.samples), report.compared
+    if report.interface_error:
+        result.failure = report.interface_error
+        return result
+    # A Loop bounded by --max-trips / --dim-max that a sample needed more steps of says so
+    # at run time (the user chose the bound): such a sample proves nothing.
+    over = [s for s in report.samples if s.status == "lowered failed" and _OVER_BOUND in s.error]
+    result.compared -= len(over)
+    bad = next((s for s in report.samples if s.status in ("different", "lowered failed") and s not in over), None)
+    if bad is not None:
+        what = bad.error or "outputs " + ", ".join(o.name for o in bad.outputs if not o.ok) + " differ"
+        result.failure = f"on {name}, {bad.source} ({bad.status}): {what}"
+    elif not report.compared:
+        why = report.not_run or next((s.error for s in report.samples if s.error), "")
+        result.notes.append(f"validation proved nothing: the original does not run on {name} ({why})")
+    return result
+
+
+def _verify(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerOptions, name: str,
+            result: Validation) -> Any:
+    from seqlower.executor import read_abi, verify
+    from seqlower.executor.inputs import synthesize_inputs
+    from seqlower.executor.runner import ports_of
+
+    policy = options.keepdims_policy
+    try:
+        if options.specialized or getattr(read_abi(lowered), "fixed", None):
+            # (drawn at the fixed shapes, as verify does for a specialized model)
+            report = verify(original, lowered, samples=len(_SAMPLES), backend=name, keepdims_policy=policy)
+        else:
+            ports = ports_of(original)
+            samples = [synthesize_inputs(ports, seed, _within(options, dim), seq_len, default_dim=dim)
+                       for seed, dim, seq_len in _SAMPLES]
+            report = verify(original, lowered, inputs=samples, backend=name, keepdims_policy=policy)
+            if not report.compared and not report.not_run and not report.interface_error:
+                # Samples the original rejects prove nothing: dims of 1, lists of one.
+                one = synthesize_inputs(ports, len(_SAMPLES), _within(options, 1), 1, default_dim=1)
+                report = verify(original, lowered, inputs=[*samples, one], backend=name, keepdims_policy=policy)
+    except SeqlowerError as e:
+        result.notes.append(f"validation did not run: {e}")
+        return None
+    return report
+
+
+def _within(options: LowerOptions, dim: int) -> dict[str, int]:
+    """The dims --dim-max bounds, drawn within their bound."""
+    return {name: min(dim, bound) for name, bound in options.dim_max.items()}
+
+
+def unchanged_report(original: onnx.ModelProto, why: str) -> LowerReport:
+    """The report of a model left as it was: every sequence op in it stays, for ``why``."""
+    from seqlower.io.inventory import take_inventory
+
+    report = LowerReport(notes=[why], validation={"backend": backend(), "kept": why})
+    inventory = take_inventory(original)
+    report.remaining = [{"op": op.op_type, "node": op.node, "graph": op.graph, "reason": why} for op in inventory.ops]
+    report.remaining += [{"value": v.name, "type": v.type, "graph": v.graph, "reason": why}
+                         for v in inventory.values if v.role in ("input", "output") and v.graph == "main"]
+    return report
+
+
+def sequence_webs(proto: onnx.ModelProto) -> list[set[str]]:
+    """The webs of the original's sequence values (seqlower.analysis), each as the names
+    of its values; in the order the analysis found them."""
+    from seqlower.analysis.analyzer import analyze
+    from seqlower.io.models import from_proto
+
+    try:
+        analysis = analyze(from_proto(proto, "<validation>"), max_unroll=0)
+    except Exception:  # noqa: BLE001 - a model the analysis cannot read has no webs to try alone
+        return []
+    return [{v.name for v in web.values if v.name} for web in analysis.webs]
+
+
+def mark_kept(proto: onnx.ModelProto, values: set[str] | None, why: str) -> int:
+    """Mark the ops making or reading ``values`` (None: every sequence op) so the web
+    stays as it is, with ``why``; the count of ops marked."""
+    marked = 0
+    for node in _walk(proto.graph):
+        names = {*node.input, *node.output}
+        touches = bool(values & names) if values is not None else _is_sequence_op(node)
+        if touches:
+            entry = next((p for p in node.metadata_props if p.key == KEEP_KEY), None)
+            if entry is None:
+                node.metadata_props.add(key=KEEP_KEY, value=why)
+            marked += 1
+    return marked
+
+
+def _walk(graph: onnx.GraphProto):
+    from seqlower.io.protos import subgraphs_of
+
+    for node in graph.node:
+        yield node
+        for sub in subgraphs_of(node):
+            yield from _walk(sub)
+
+
+def _is_sequence_op(node: onnx.NodeProto) -> bool:
+    return node.domain in ("", "ai.onnx") and (node.op_type.startswith("Sequence") or node.op_type in (
+        "SplitToSequence", "ConcatFromSequence"))

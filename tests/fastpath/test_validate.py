@@ -1,0 +1,143 @@
+"""seqlower/fastpath/validate.py through the one road (Job.lower, seqlower.lower, seqlower
+lower): what lower writes ran against the original first. A lowering that fails the
+checker, crashes, or gives other numbers is not written: the failing web stays as it was,
+reported with the reason, and the rest is lowered; the output runs and matches.
+
+Defects are injected around the real pipeline (the lowering of the web that reads ``x``
+is spoiled, or raises, unless validation marked that web kept), so these tests hold
+whatever the lowering's bugs of the day are."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import seqlower
+from seqlower.cli import main
+from seqlower.executor.verify import verify
+from seqlower.fastpath import pipeline
+from seqlower.fastpath.job import Job
+from seqlower.io.inventory import take_inventory
+from seqlower.keys import KEEP_KEY
+from seqlower.options import LowerOptions
+from tests.helpers import FLOAT, model, t
+
+
+def _two_webs() -> onnx.ModelProto:
+    """Two independent webs: x's rows reversed, y's columns summed."""
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["rows"], name="split_x", axis=0, keepdims=0),
+        helper.make_node("SequenceErase", ["rows", "zero"], ["rest"], name="erase_x"),
+        helper.make_node("ConcatFromSequence", ["rest"], ["a"], name="concat_x", axis=0, new_axis=1),
+        helper.make_node("SplitToSequence", ["y"], ["cols"], name="split_y", axis=1, keepdims=0),
+        helper.make_node("SequenceLength", ["cols"], ["n"], name="length_y"),
+        helper.make_node("ConcatFromSequence", ["cols"], ["b"], name="concat_y", axis=0),
+    ]
+    return model(nodes, [t("x", FLOAT, ["N", 3]), t("y", FLOAT, [2, "M"])],
+                 [t("a", FLOAT, [None, 3]), t("b", FLOAT, [None]), t("n", onnx.TensorProto.INT64, [])],
+                 initializer=[onnx.numpy_helper.from_array(np.array(0, np.int64), "zero")])
+
+
+def _x_web_marked(proto: onnx.ModelProto) -> bool:
+    node = next(n for n in proto.graph.node if n.name == "split_x")
+    return any(p.key == KEEP_KEY for p in node.metadata_props)
+
+
+@pytest.fixture
+def spoil_x(monkeypatch):
+    """The lowering of x's web gives wrong numbers (a Neg on output 'a') or, with
+    ``crash``, raises; not once validation keeps that web."""
+    real = pipeline.lower_proto_with_report
+    mode = {"how": "wrong"}
+
+    def spoiled(proto, options, **kwargs):
+        marked = _x_web_marked(proto)
+        if not marked and mode["how"] == "crash":
+            raise RuntimeError("a pass failed")
+        lowered, report = real(proto, options, **kwargs)
+        if not marked and isinstance(lowered, onnx.ModelProto):
+            out = next(o for o in lowered.graph.output if o.name == "a")
+            for node in lowered.graph.node:
+                node.output[:] = ["a_spoiled" if o == "a" else o for o in node.output]
+            lowered.graph.node.append(helper.make_node("Neg", ["a_spoiled"], [out.name]))
+        return lowered, report
+
+    monkeypatch.setattr(pipeline, "lower_proto_with_report", spoiled)
+    return mode
+
+
+@pytest.mark.parametrize("how", ["wrong", "crash"])
+def test_a_web_whose_lowering_fails_stays_and_the_rest_is_lowered(spoil_x, how):
+    spoil_x["how"] = how
+    m = _two_webs()
+    job = Job.read(m)
+    report = job.lower(LowerOptions())
+    low = job.model()
+    left = {op.node for op in take_inventory(low).ops}
+    assert left == {"SplitToSequence node 'split_x'", "SequenceErase node 'erase_x'", "ConcatFromSequence node 'concat_x'"}
+    assert all(r["reason"].startswith("validation: the lowering failed or differed") for r in report.remaining)
+    assert {r["op"] for r in report.rewrites} >= {"SplitToSequence", "ConcatFromSequence"}  # y's web
+    assert report.validation["kept"].startswith("validation:") and report.validation["compared"] >= 1
+    assert not any(p.key == KEEP_KEY for n in low.graph.node for p in n.metadata_props)
+    rep = verify(m, low, samples=3, dims={"N": 4, "M": 2}, backend="onnxruntime")
+    assert rep.equivalent, rep.to_json()
+
+
+def test_without_validation_the_defect_is_written(spoil_x):
+    low = seqlower.lower(_two_webs(), validate=False)
+    assert take_inventory(low).clean
+    assert not verify(_two_webs(), low, samples=2, dims={"N": 4, "M": 2}, backend="onnxruntime").equivalent
+
+
+def test_when_no_web_alone_explains_it_every_web_stays(monkeypatch):
+    real = pipeline.lower_proto_with_report
+
+    def always_wrong(proto, options, **kwargs):
+        marked = {n.name for n in proto.graph.node for p in n.metadata_props if p.key == KEEP_KEY}
+        if {"split_x", "split_y"} <= marked:
+            return real(proto, options, **kwargs)
+        raise RuntimeError("a pass failed")
+
+    monkeypatch.setattr(pipeline, "lower_proto_with_report", always_wrong)
+    m = _two_webs()
+    low = seqlower.lower(m)
+    assert len(take_inventory(low).ops) == len(m.graph.node)
+    assert verify(m, low, samples=2, dims={"N": 4, "M": 2}, backend="onnxruntime").equivalent
+
+
+def test_nothing_validates_the_model_stays_as_it_was(monkeypatch):
+    def broken(proto, options, **kwargs):
+        raise RuntimeError("a pass failed")
+
+    monkeypatch.setattr(pipeline, "lower_proto_with_report", broken)
+    m = _two_webs()
+    job = Job.read(m)
+    report = job.lower()
+    low = job.model()
+    assert [n.op_type for n in low.graph.node] == [n.op_type for n in m.graph.node]
+    assert len(report.remaining) == len(m.graph.node) and "RuntimeError: a pass failed" in report.remaining[0]["reason"]
+
+
+def test_the_cli_reports_the_kept_web_and_strict_fails(spoil_x, tmp_path, capsys):
+    src = tmp_path / "m.onnx"
+    onnx.save(_two_webs(), src)
+    code = main(["lower", str(src), "-o", str(tmp_path / "o.onnx"), "--report", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "validation: the lowering failed or differed" in out
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["validation"]["backend"] == "onnxruntime" and not doc["tensor_only"]
+    code = main(["lower", str(src), "-o", str(tmp_path / "s.onnx"), "--strict"])
+    assert code == 1
+
+
+def test_a_clean_lowering_records_what_validation_compared(tmp_path):
+    job = Job.read(_two_webs())
+    report = job.lower()
+    assert report.tensor_only and report.validation["backend"] == "onnxruntime"
+    assert report.validation["samples"] == 2 and report.validation["compared"] == 2
+    assert "kept" not in report.validation
+    assert not Job.read(_two_webs()).lower(LowerOptions(validate=False)).validation
