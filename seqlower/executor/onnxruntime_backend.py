@@ -15,7 +15,7 @@ import onnx
 from seqlower.errors import ExecutionError
 from seqlower.executor._ort_worker import read_msg, write_msg
 
-__all__ = ["OnnxruntimeBackend", "OPT_LEVELS", "WorkerProcess"]
+__all__ = ["OnnxruntimeBackend", "OPT_LEVELS", "WorkerProcess", "prestart"]
 
 from seqlower.options import OPT_LEVELS  # noqa: E402
 
@@ -41,6 +41,11 @@ class WorkerProcess:
             self._proc = None
             raise ExecutionError(f"{self.label} crashed ({_describe_exit(code)}){self._tail()}") from None
 
+    def prestart(self) -> None:
+        """Start the child now (its runtime's import overlaps what the caller does next)."""
+        if (self._proc is None or self._proc.poll() is not None) and importlib.util.find_spec(self.module) is not None:
+            self._start()
+
     def _start(self) -> None:
         if importlib.util.find_spec(self.module) is None:
             raise ExecutionError(f"the {self.label} backend needs {self.module}: pip install {self.module}")
@@ -58,6 +63,12 @@ class WorkerProcess:
 
 
 _Worker = WorkerProcess("onnxruntime", "onnxruntime", ["seqlower.executor._ort_worker"])
+
+
+def prestart() -> None:
+    """Start onnxruntime's worker ahead of its first model (lower starts it before it
+    lowers, so that the worker's import of onnxruntime overlaps the lowering)."""
+    _Worker.prestart()
 
 
 def _describe_exit(code: int) -> str:

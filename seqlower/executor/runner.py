@@ -41,10 +41,13 @@ class Executor:
         keepdims_policy: str = "auto",
         ort_opt_level: str = "all",
         use_abi: bool = True,
+        check: bool = True,
     ) -> None:
         if backend not in BACKENDS:
             raise ExecutionError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-        self.proto = read_model_proto(model)
+        # (check=False: a model just checked, as lower's validation runs the original and
+        # what it lowered: parsed, not checked and inferred again)
+        self.proto = read_model_proto(model, check=check)
         self.abi: Abi | None = read_abi(self.proto) if use_abi else None
         graph = self.proto.graph
         self.raw_inputs = _raw_inputs(self.proto)
@@ -124,8 +127,8 @@ def _raw_inputs(proto: onnx.ModelProto) -> list[Port]:
     return [Port(v.name, v.type) for v in graph.input if v.name not in inits]
 
 
-def ports_of(model: Any) -> list[Port]:
+def ports_of(model: Any, check: bool = True) -> list[Port]:
     """The inputs a caller feeds ``model`` (through its ABI), without loading a backend."""
-    proto = read_model_proto(model)
+    proto = read_model_proto(model, check=check)
     abi = read_abi(proto)
     return Executor._logical(_raw_inputs(proto), abi.inputs if abi else {})

@@ -92,6 +92,7 @@ def verify(
     ort_opt_level: str = "all",
     progress: Callable[[int, int], None] | None = None,
     keep: bool = False,
+    check: bool = True,
 ) -> VerifyReport:
     """Run both models on the given inputs (or ``samples`` synthesized ones) and compare.
 
@@ -102,7 +103,8 @@ def verify(
     report (``SampleReport.feeds``, ``expected``, ``actual``), to be saved.
     """
     report = VerifyReport(backend if lowered_backend in (None, backend) else f"{backend} vs {lowered_backend}", [], [])
-    pair = _executors(report, original, lowered, backend, lowered_backend or backend, keepdims_policy, ort_opt_level)
+    pair = _executors(report, original, lowered, backend, lowered_backend or backend, keepdims_policy, ort_opt_level,
+                      check)
     if pair is None:
         return report
     a, b = pair
@@ -158,18 +160,19 @@ def _with_shape(port: Port, dims: list[int]) -> Port:
 
 
 def _executors(report: VerifyReport, original: ModelSource, lowered: ModelSource, backend: str, lowered_backend: str,
-               keepdims_policy: str, ort_opt_level: str) -> tuple[Executor, Executor] | None:
+               keepdims_policy: str, ort_opt_level: str, check: bool = True) -> tuple[Executor, Executor] | None:
     """Both models loaded, with the same inputs and every output of the first in the
     second; else None, and ``report`` says why."""
     # A model the backend refuses (onnxruntime rejects what the reference runs, such as a
     # Slice with repeated axes) is not equivalent there: a gate must not pass it.
     try:
-        a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
+        a = Executor(original, backend=backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level, check=check)
     except ExecutionError as e:
         report.not_run = f"{backend} cannot load the first model: {e}"
         return None
     try:
-        b = Executor(lowered, backend=lowered_backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level)
+        b = Executor(lowered, backend=lowered_backend, keepdims_policy=keepdims_policy, ort_opt_level=ort_opt_level,
+                     check=check)
     except ExecutionError as e:
         report.interface_error = f"{lowered_backend} refuses the second model: {e}"
         return None

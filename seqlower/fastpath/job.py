@@ -74,6 +74,10 @@ class Job:
         assert self.lowered is None, "a Job lowers once"
         options = options or LowerOptions()
         original = _copy(self.proto) if options.validate else None
+        if original is not None:
+            from seqlower.fastpath.validate import prepare
+
+            prepare()
         failure = None
         try:
             self.lowered, self.report = lower_proto_with_report(

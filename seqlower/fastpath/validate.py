@@ -25,7 +25,7 @@ from seqlower.keys import KEEP_KEY
 from seqlower.options import LowerOptions
 from seqlower.report import LowerReport
 
-__all__ = ["MAX_WEBS_TRIED", "MAX_WEIGHT_BYTES", "Validation", "backend", "mark_kept", "run_validation",
+__all__ = ["MAX_WEBS_TRIED", "MAX_WEIGHT_BYTES", "Validation", "backend", "mark_kept", "prepare", "run_validation",
            "sequence_webs", "unchanged_report"]
 
 # Samples: (seed, size of every symbolic dim, length of every sequence input).
@@ -33,6 +33,9 @@ _SAMPLES = ((0, 3, 3), (1, 2, 0))
 # Past this many webs, a failure keeps them all at once instead of trying each alone.
 MAX_WEBS_TRIED = 8
 _OVER_BOUND = "needed more steps than its bound"
+# onnxruntime's basic optimizations: its sessions for a 3,000-node chain are made in half
+# the time of "all" (0.58 s against 1.18 s), and both models run the same way.
+_ORT_LEVEL = "basic"
 # Weights past this are not loaded to validate (a 2 GiB model lowers in seconds without
 # reading them): the report says validation was skipped.
 MAX_WEIGHT_BYTES = 256 << 20
@@ -55,6 +58,14 @@ class Validation:
 
 def backend() -> str:
     return "onnxruntime" if importlib.util.find_spec("onnxruntime") is not None else "reference"
+
+
+def prepare() -> None:
+    """Start the backend's worker now: its import overlaps the lowering."""
+    if backend() == "onnxruntime":
+        from seqlower.executor.onnxruntime_backend import prestart
+
+        prestart()
 
 
 def run_validation(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerOptions) -> Validation:
@@ -95,16 +106,19 @@ def _verify(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerO
     try:
         if options.specialized or getattr(read_abi(lowered), "fixed", None):
             # (drawn at the fixed shapes, as verify does for a specialized model)
-            report = verify(original, lowered, samples=len(_SAMPLES), backend=name, keepdims_policy=policy)
+            report = verify(original, lowered, samples=len(_SAMPLES), backend=name, keepdims_policy=policy,
+                            check=False, ort_opt_level=_ORT_LEVEL)
         else:
-            ports = ports_of(original)
+            ports = ports_of(original, check=False)
             samples = [synthesize_inputs(ports, seed, _within(options, dim), seq_len, default_dim=dim)
                        for seed, dim, seq_len in _SAMPLES]
-            report = verify(original, lowered, inputs=samples, backend=name, keepdims_policy=policy)
+            report = verify(original, lowered, inputs=samples, backend=name, keepdims_policy=policy, check=False,
+                            ort_opt_level=_ORT_LEVEL)
             if not report.compared and not report.not_run and not report.interface_error:
                 # Samples the original rejects prove nothing: dims of 1, lists of one.
                 one = synthesize_inputs(ports, len(_SAMPLES), _within(options, 1), 1, default_dim=1)
-                report = verify(original, lowered, inputs=[*samples, one], backend=name, keepdims_policy=policy)
+                report = verify(original, lowered, inputs=[*samples, one], backend=name, keepdims_policy=policy,
+                                check=False, ort_opt_level=_ORT_LEVEL)
     except SeqlowerError as e:
         result.notes.append(f"validation did not run: {e}")
         return None
