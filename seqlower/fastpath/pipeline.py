@@ -10,6 +10,7 @@ protobuf alone, without onnx_ir or the passes (Stage 11's start-up; tests/test_l
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import onnx
 from seqlower._deferred import onnx_ir as ir
 
-from seqlower.fastpath import copies, repeats
+from seqlower.fastpath import copies, repeats, validate
 from seqlower.errors import SeqlowerError
 from seqlower.io.check import InferredTypes, check_types
 from seqlower.io.models import from_proto, to_proto
@@ -30,7 +31,7 @@ from seqlower.fastpath.splice import splice
 from seqlower.report import LowerReport, overridable_notes
 from seqlower.targets import lacking_ops, load_target, target_gaps
 from seqlower.targets.registry import FIXED_SHAPE_LOOPS
-from seqlower.io.weights import Weights
+from seqlower.io.weights import Weights, is_stub
 
 __all__ = ["LowerOptions", "LowerReport", "lower_with_report", "lower_proto_with_report", "DEFAULT_MAX_UNROLL"]
 
@@ -107,7 +108,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
         unchecked = inferred.pending
         inferred.release()  # the region took its types; the whole model's inference result goes
     if region is not None:
-        report = _region_way(proto, found, region, templates, label, options, target, unchecked)
+        report = _region_way(proto, found, region, templates, label, options, target, unchecked, weights)
         if report is not None:
             return proto, report
         logger.info("the region does not splice back; lowering the whole model")
@@ -123,7 +124,7 @@ def lower_proto_with_report(proto: onnx.ModelProto, options: LowerOptions | None
 
 
 def _region_way(proto: onnx.ModelProto, found: Found, region: Region, templates: list[_Template], label: str,
-                options: LowerOptions, target: Any, unchecked: bool) -> LowerReport | None:
+                options: LowerOptions, target: Any, unchecked: bool, weights: Weights | None = None) -> LowerReport | None:
     """The region lowered (its repeated webs as copies of their templates) and spliced
     back into ``proto``; None when it does not splice back (``proto`` is unchanged)."""
     if region.model.graph.node:
@@ -131,9 +132,18 @@ def _region_way(proto: onnx.ModelProto, found: Found, region: Region, templates:
         kept_names = {o for group, _, _ in templates for m in group.members for o in m.values}
         if unchecked:
             check_types(region.model, label)
+        before = _validated_alone(region, options, weights)
         rest, report = _lower_region(region, label, options, region.reserved | kept_names)
+        report.validation = _region_validation(before, rest, options)
+        if report.validation:
+            # (the region is all but the model: where it proved nothing, so would the model)
+            report.validation["whole"] = len(region.nodes) >= 0.9 * len(proto.graph.node)
     else:
         rest, report = None, LowerReport()
+        report.validation = {"scope": "region", "compared": 1} if options.validate else {}
+    if report.validation and templates:
+        # Each template was validated alone (it stands for its copies, which are it renamed).
+        report.validation = _joined([report.validation, *(t[2].validation for t in templates)])
     report.notes.extend(overridable_notes([x for x in region.inputs if x in found.index.overridable]))
     lowered, lowered_nodes, copied_infos = _with_copies(found, region, rest, report, templates) if templates \
         else (rest, None, [])
@@ -146,6 +156,45 @@ def _region_way(proto: onnx.ModelProto, found: Found, region: Region, templates:
         return None
     report.gaps = [*report.gaps, *outside]
     return report
+
+
+def _region_validation(before: onnx.ModelProto | None, lowered: onnx.ModelProto, options: LowerOptions) -> dict:
+    """The region's lowering run against its sub-model as it was (validate.run_validation)."""
+    if before is None:
+        return {}
+    start = time.perf_counter()
+    found = validate.run_validation(before, lowered, options).to_json(scope="region")
+    found["region_seconds"] = round(time.perf_counter() - start, 4)
+    return found
+
+
+def _joined(parts: list[dict]) -> dict:
+    """Validations of the region's parts as one: the first failure, the fewest samples
+    compared (a part that proved nothing leaves it to the whole model's), their seconds."""
+    if not all(parts):
+        return {}
+    joined = {**parts[0], "compared": min(p.get("compared", 0) for p in parts),
+              "region_seconds": round(sum(p.get("region_seconds", 0.0) for p in parts), 4)}
+    failure = next((p["failure"] for p in parts if p.get("failure")), None)
+    if failure:
+        joined["failure"] = failure
+    return joined
+
+
+def _validated_alone(region: Region, options: LowerOptions, weights: Weights | None) -> onnx.ModelProto | None:
+    """A copy of the region's sub-model (its held weights put back), to validate its
+    lowering alone: the rest of the model is not touched, and running it twice is what
+    made whole-model validation cost several lowerings on big models. None where the
+    whole model is validated instead: validation off."""
+    if not options.validate:
+        return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(region.model)
+    if any(is_stub(t) for t in copy.graph.initializer):
+        if weights is None:
+            return None
+        weights.restore(copy)
+    return copy
 
 
 # A group's template: its members, its lowered sub-model and what lowering it reported.
@@ -171,16 +220,19 @@ def _cut_repeats(found: Found, inferred: Mapping[str, onnx.TypeProto] | None, we
                              output_types=plan.output_types(m), weights_typed=True)
             if check:
                 check_types(template.model, label)  # (not lowered in place: invalid anywhere)
+            before = _validated_alone(template, options, weights)
             try:
                 lowered, rep = _lower_region(template, label, options)
+                rep.validation = _region_validation(before, lowered, options)
             except SeqlowerError as e:
                 # Lowered in place, with what the rest of the region tells it, or refused there.
                 logger.info("a repeated web is lowered in place: %s", e)
                 made[key] = None
                 continue
             # What stays is reported node by node, and a template copies whole outputs.
-            clean = not (rep.remaining or rep.gaps or rep.kept_loops) and repeats.fits(m, lowered) \
-                and plan.outputs_fit(m, lowered)
+            # (a template whose lowering fails validation is lowered in place instead)
+            clean = not (rep.remaining or rep.gaps or rep.kept_loops or rep.validation.get("failure")) \
+                and repeats.fits(m, lowered) and plan.outputs_fit(m, lowered)
             made[key] = (repeats.Group(key), lowered, rep) if clean else None
         got = made[key]
         if got is None:

@@ -3,9 +3,9 @@ lower): what lower writes ran against the original first. A lowering that fails 
 checker, crashes, or gives other numbers is not written: the failing web stays as it was,
 reported with the reason, and the rest is lowered; the output runs and matches.
 
-Defects are injected around the real pipeline (the lowering of the web that reads ``x``
-is spoiled, or raises, unless validation marked that web kept), so these tests hold
-whatever the lowering's bugs of the day are."""
+Defects are injected around the real pipeline (the region's lowering spoiled where the
+web that reads ``x`` is not marked kept, or the whole pipeline failing), so these tests
+hold whatever the lowering's bugs of the day are."""
 
 from __future__ import annotations
 
@@ -49,24 +49,23 @@ def _x_web_marked(proto: onnx.ModelProto) -> bool:
 
 @pytest.fixture
 def spoil_x(monkeypatch):
-    """The lowering of x's web gives wrong numbers (a Neg on output 'a') or, with
-    ``crash``, raises; not once validation keeps that web."""
-    real = pipeline.lower_proto_with_report
+    """The lowering of x's web (in the sequence region's sub-model) gives wrong numbers
+    (a Neg on output 'a') or, with ``crash``, raises; not once validation keeps that web."""
+    real = pipeline._lower_region
     mode = {"how": "wrong"}
 
-    def spoiled(proto, options, **kwargs):
-        marked = _x_web_marked(proto)
+    def spoiled(region, label, options, reserved=None):
+        marked = _x_web_marked(region.model)
         if not marked and mode["how"] == "crash":
             raise RuntimeError("a pass failed")
-        lowered, report = real(proto, options, **kwargs)
-        if not marked and isinstance(lowered, onnx.ModelProto):
-            out = next(o for o in lowered.graph.output if o.name == "a")
+        lowered, report = real(region, label, options, reserved)
+        if not marked:
             for node in lowered.graph.node:
                 node.output[:] = ["a_spoiled" if o == "a" else o for o in node.output]
-            lowered.graph.node.append(helper.make_node("Neg", ["a_spoiled"], [out.name]))
+            lowered.graph.node.append(helper.make_node("Neg", ["a_spoiled"], ["a"]))
         return lowered, report
 
-    monkeypatch.setattr(pipeline, "lower_proto_with_report", spoiled)
+    monkeypatch.setattr(pipeline, "_lower_region", spoiled)
     return mode
 
 
