@@ -100,7 +100,29 @@ class Job:
             if self.report.validation and "seconds" not in self.report.validation:
                 self.report.validation["seconds"] = round(time.perf_counter() - start, 4) + \
                     self.report.validation.pop("region_seconds", 0.0)
+            self._validate_on_target(original, options)
         return self.report  # type: ignore[return-value]
+
+    def _validate_on_target(self, original: onnx.ModelProto, options: LowerOptions) -> None:
+        """The lowered model on the target's own runtime (seqlower.fastpath.validate.on_target):
+        a failure there is a gap of the target, named before the file is written."""
+        from seqlower.fastpath import validate
+        from seqlower.targets import Gap
+
+        if not self.report.tensor_only or (self.weights is not None
+                                           and self.weights.held_bytes() > validate.MAX_WEIGHT_BYTES):
+            return
+        start = time.perf_counter()
+        result = validate.on_target(with_weights(original, self.weights), self.model(), options)
+        if result is None:
+            return
+        self.report.validation["target"] = {**result.to_json(scope="model"),
+                                            "seconds": round(time.perf_counter() - start, 4)}
+        self.report.notes.extend(result.notes)
+        if result.failure is not None:
+            why = f"validation on {result.backend}: the lowered model fails or differs there ({result.failure})"
+            self.report.gaps = [*self.report.gaps, Gap("model", self.label, "main", why)]
+            warnings.warn(f"{self.label}: {why}", ModelWarning, stacklevel=3)
 
     def _validate(self, original: onnx.ModelProto, options: LowerOptions, failure: str | None) -> None:
         """Hold the lowering to the original (seqlower.fastpath.validate); where it fails,
