@@ -633,3 +633,33 @@ def test_a_loop_growing_from_a_row_padded_in_and_sliced_off_runs_on_openvino(mon
     want = Executor(m, backend="reference").run(feeds).outputs
     got = Executor(low, backend="openvino").run(feeds).outputs
     assert all(compare_values(k, want[k], got[k]).ok for k in want)
+
+
+def _growing_empty_state(row: list[int], axis: int) -> onnx.ModelProto:
+    """A Loop appending a constant row of no element to a state that starts empty."""
+    loop_body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Concat", ["acc", "row"], ["acc_out"], axis=axis)],
+        "body", [t("i", INT64, []), t("c", BOOL, []), t("acc", INT64, [None, 0] if axis == 0 else [0, None])],
+        [t("c_out", BOOL, []), t("acc_out", INT64, [None, 0] if axis == 0 else [0, None])],
+        [helper.make_tensor("row", INT64, row, [])])
+    return model([helper.make_node("Expand", ["zero", "dims"], ["init"]),
+                  helper.make_node("Loop", ["n", "", "init"], ["out"], body=loop_body),
+                  helper.make_node("Shape", ["out"], ["s"])],
+                 [t("n", INT64, [])], [t("s", INT64, [2])], opset=13,
+                 initializer=[helper.make_tensor("zero", INT64, [], [0]), helper.make_tensor("dims", INT64, [2], [0, 0])])
+
+
+def test_openvino_loses_the_count_of_a_loop_state_of_no_element_and_check_names_it():
+    """Quirk zero-element-loop-state: rows [n, 0] grown along axis 0 (a Flat list of
+    scalars) come out of OpenVINO's Loop as [0, 0]. When this fails on OpenVINO, take the
+    quirk off its profile."""
+    m = _growing_empty_state([1, 0], 0)
+    named = [g.where for g in target_gaps(m, load_target("openvino"), {}) if "zero-element-loop-state" in g.why]
+    assert named == ["Loop node (output 'out')"]
+    # (the [0, k] state grown along axis 1 loses its count too, but nothing reads it: see the detector)
+    assert not [g for g in target_gaps(_growing_empty_state([0, 1], 1), load_target("openvino"), {})
+                if "zero-element-loop-state" in g.why]
+    assert Executor(m, backend="onnxruntime").run({"n": np.array(5)}).outputs["s"].tolist() == [5, 0]
+    pytest.importorskip("openvino")
+    assert Executor(m, backend="openvino").run({"n": np.array(5)}).outputs["s"].tolist() == [0, 0]

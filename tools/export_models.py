@@ -596,12 +596,13 @@ EXPORTER_LIMITS = {
 }
 
 
-def export(out: Path = OUT, only: list[str] | None = None) -> list[Path]:
+def export(out: Path = OUT, only: list[str] | None = None, specs: list[Spec] | None = None) -> list[Path]:
+    """Write the fixtures of ``specs`` (default: this module's models) to ``out``."""
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec in _script_models() + _fuzz_regressions() + _dynamo_models():
+    for spec in specs if specs is not None else _script_models() + _fuzz_regressions() + _dynamo_models():
         if only and spec.name not in only:
             continue
         for opset in spec.opsets:

@@ -201,9 +201,9 @@ def lower(model: Any, *, base_dir: str | None = None, **kwargs: Any) -> Any:
     """Lower a model; returns the same kind it was given (ModelProto or onnx_ir.Model).
 
     A ModelProto takes the CLI's road (``Job``: read and checked as a file is, weights held
-    as stubs, the region lowered, the weights' bytes put back); the caller's is not
-    changed. An onnx_ir.Model is lowered whole, in place (the core, no region, no
-    optimizer). A model with external data needs none of it to be lowered: weights are
+    as stubs, the region lowered and validated, the weights' bytes put back); the caller's
+    is not changed. An onnx_ir.Model is lowered whole, in place (the core, no region, no
+    optimizer, no validation). A model with external data needs none of it to be lowered: weights are
     passed through untouched (they stay external, with their locations). ``base_dir``, the
     folder the model was loaded from, lets small external constants (split sizes,
     positions) be read and folded; without it they are treated as known only at run time.

@@ -190,8 +190,9 @@ def _validated_alone(region: Region, options: LowerOptions, weights: Weights | N
         return None
     copy = onnx.ModelProto()
     copy.CopyFrom(region.model)
-    if any(is_stub(t) for t in copy.graph.initializer):
-        if weights is None:
+    held = [t.name for t in copy.graph.initializer if is_stub(t)]
+    if held:
+        if weights is None or weights.held_bytes(held) > validate.MAX_WEIGHT_BYTES:
             return None
         weights.restore(copy)
     return copy

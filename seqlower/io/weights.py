@@ -147,9 +147,10 @@ class Weights:
         if isinstance(self.data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             self.data.madvise(mmap.MADV_DONTNEED)
 
-    def held_bytes(self) -> int:
-        """How many bytes of weights are held out of the proto."""
-        return sum(end - start for _, start, end in self.spans.values())
+    def held_bytes(self, names: list[str] | None = None) -> int:
+        """How many bytes of weights are held out of the proto (of ``names`` only)."""
+        spans = self.spans.values() if names is None else [self.spans[n] for n in names if n in self.spans]
+        return sum(end - start for _, start, end in spans)
 
     def tensor(self, name: str) -> onnx.TensorProto:
         """The weight itself, parsed (a copy)."""

@@ -144,6 +144,7 @@ _TABLE = [
     Quirk("if-output-shape", detector="tvm:_tvm_shapes_of_if_outputs"),
     Quirk("reshape-dynamic-rank", detector="shapes:_dynamic_rank_reshapes"),
     Quirk("zero-size-scan-output", detector="values:_zero_size_scan_outputs"),
+    Quirk("zero-element-loop-state", detector="values:_zero_element_loop_states"),
     Quirk("no-strings", detector="values:_string_tensors"),
     Quirk("trt-opset-range", detector="tensorrt:_opsets_out_of_range"),
     # (a Constant node's value is weights to its parser, as an initializer is: the

@@ -312,3 +312,30 @@ def _unread_string_inputs(model: onnx.ModelProto) -> Iterator[tuple[str, str, st
 
 
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+
+
+def _zero_element_loop_states(model: onnx.ModelProto) -> Iterator[tuple[str, str, str]]:
+    """OpenVINO: a Loop state that holds no element (a dim of 0) while another of its dims
+    grows across iterations (a Flat list of scalars: shapes rows [n, 0]) comes out of the
+    Loop with that dim 0 too: the count it carried is lost, with no error (greedy decoding
+    collecting token ids, exported at opset 13: 1 token instead of 7)."""
+    for path, _, n, body in _loops_in_graphs(model):
+        carried = len(n.input) - 2
+        made = {o: node for node in body.node for o in node.output}
+        for k in range(max(0, carried)):
+            if 1 + k >= len(body.output) or 2 + k >= len(body.input):
+                break
+            dims = dims_of(body.output[1 + k]) or dims_of(body.input[2 + k])
+            step = made.get(body.output[1 + k].name)
+            # (grown: the state joined with more along an axis other than its empty one)
+            grown = step is not None and step.op_type == "Concat" and body.input[2 + k].name in step.input
+            axis = next((a.i for a in step.attribute if a.name == "axis"), 0) if grown else None
+            # Rows [n, 0] grown along axis 0 (a Flat list of scalars' shapes: nothing else
+            # carries n). OpenVINO drops the count of a [0, k] state grown along axis 1 too,
+            # but there (a Ragged list of an empty batch) its lengths carry it, and the
+            # data has no element either way.
+            if dims and grown and axis % len(dims) == 0 and 0 in dims[1:] and dims[0] != 0:
+                yield (describe_node(n.op_type, n.name, list(n.output)), path,
+                       f"its state '{body.input[2 + k].name}' holds no element ({show_dims(dims)}) while its other"
+                       " dims change: OpenVINO returns it with them 0 (quirk zero-element-loop-state)")
+                break
