@@ -60,6 +60,8 @@ _TABLE = [
     # -- rewrites, in the order they run -----------------------------------------------
     Quirk("empty-constant-loop-state", rewrite="schedule:empty_loop_states", again="schedule:empty_loop_states_again",
           ops=("Loop",), detector="values:_loops_from_empty_constants"),
+    Quirk("stale-zero-trip-scans", rewrite="quirks.slice_stale_scans:SliceStaleScansPass", ops=("Loop",)),
+    Quirk("zero-element-loop-state", detector="values:_zero_element_loop_states"),
     Quirk("loop-assumes-an-iteration", rewrite="quirks.guard_zero_trip_loops:GuardZeroTripLoopsPass", ops=("Loop",),
           detector="values:_loops_growing_from_a_row"),
     # (not region-wide: the empty constants are the lowerings' own, in the region)
@@ -144,7 +146,7 @@ _TABLE = [
     Quirk("if-output-shape", detector="tvm:_tvm_shapes_of_if_outputs"),
     Quirk("reshape-dynamic-rank", detector="shapes:_dynamic_rank_reshapes"),
     Quirk("zero-size-scan-output", detector="values:_zero_size_scan_outputs"),
-    Quirk("zero-element-loop-state", detector="values:_zero_element_loop_states"),
+
     Quirk("no-strings", detector="values:_string_tensors"),
     Quirk("trt-opset-range", detector="tensorrt:_opsets_out_of_range"),
     # (a Constant node's value is weights to its parser, as an initializer is: the
