@@ -12,8 +12,6 @@ from seqlower.cli._common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Console, Progre
 from seqlower.errors import SeqlowerError
 
 
-# Targets whose own runtime the executor drives (lower --target X --verify runs it there).
-_TARGET_RUNTIMES = {"openvino": "openvino", "tract": "tract"}
 
 
 def backends_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[str]]:
@@ -31,7 +29,9 @@ def backends_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[s
         pairs = [("reference", "reference"), ("onnxruntime", "onnxruntime")]
     target = getattr(args, "target", None)
     if target and target not in ("generic", "onnxruntime"):
-        runtime = _TARGET_RUNTIMES.get(target)
+        from seqlower.fastpath.validate import TARGET_RUNTIMES  # (lower --target X --verify runs it there)
+
+        runtime = TARGET_RUNTIMES.get(target)
         if runtime is None:
             notes.append(f"{target}'s own runtime is not one the executor drives: the lowered model was not run there")
         elif importlib.util.find_spec(runtime) is None:

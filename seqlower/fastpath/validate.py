@@ -130,32 +130,36 @@ def _reference_agrees(original: onnx.ModelProto, lowered: onnx.ModelProto, optio
 def _verify(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerOptions, name: str,
             result: Validation) -> Any:
     from seqlower.executor import read_abi, verify
-    from seqlower.executor.inputs import synthesize_inputs
-    from seqlower.executor.runner import ports_of
 
     policy = options.keepdims_policy
+    level = dict(backend=name, keepdims_policy=policy, check=False, ort_opt_level=_ORT_LEVEL, rtol=_TOL, atol=_TOL)
     try:
-        if options.specialized or getattr(read_abi(lowered), "fixed", None):
-            # (drawn at the fixed shapes, as verify does for a specialized model)
-            report = verify(original, lowered, samples=len(_SAMPLES), backend=name, keepdims_policy=policy,
-                            check=False, ort_opt_level=_ORT_LEVEL, rtol=_TOL, atol=_TOL)
-        else:
-            ports = ports_of(original, check=False)
-            samples = [synthesize_inputs(ports, seed, _within(options, dim), seq_len, default_dim=dim)
-                       for seed, dim, seq_len in _SAMPLES]
-            report = verify(original, lowered, inputs=samples, backend=name, keepdims_policy=policy, check=False,
-                            ort_opt_level=_ORT_LEVEL, rtol=_TOL, atol=_TOL)
-            result.feeds = samples
-            if not report.compared and not report.not_run and not report.interface_error:
-                # Samples the original rejects prove nothing: dims of 1, lists of one.
-                one = synthesize_inputs(ports, len(_SAMPLES), _within(options, 1), 1, default_dim=1)
-                report = verify(original, lowered, inputs=[one], backend=name, keepdims_policy=policy,
-                                check=False, ort_opt_level=_ORT_LEVEL, rtol=_TOL, atol=_TOL)
-                result.feeds = [one]
+        samples = None if getattr(read_abi(lowered), "fixed", None) else _samples(original, options)
+        # (no samples: drawn at the fixed shapes, as verify does for a specialized model)
+        report = verify(original, lowered, inputs=samples, samples=len(_SAMPLES), **level)
+        result.feeds = samples
+        if samples and not report.compared and not report.not_run and not report.interface_error:
+            # Samples the original rejects prove nothing: dims of 1, lists of one.
+            one = _samples(original, options, [(len(_SAMPLES), 1, 1)])
+            report = verify(original, lowered, inputs=one, **level)
+            result.feeds = one
     except SeqlowerError as e:
         result.notes.append(f"validation did not run: {e}")
         return None
     return report
+
+
+def _samples(original: onnx.ModelProto, options: LowerOptions,
+             plan: tuple | list = _SAMPLES) -> list[dict[str, Any]] | None:
+    """Synthesized inputs, one per (seed, dim, list length) of ``plan``; None for a model
+    lowered at fixed shapes (verify draws those itself)."""
+    from seqlower.executor.inputs import synthesize_inputs
+    from seqlower.executor.runner import ports_of
+
+    if options.specialized:
+        return None
+    ports = ports_of(original, check=False)
+    return [synthesize_inputs(ports, seed, _within(options, dim), seq_len, default_dim=dim) for seed, dim, seq_len in plan]
 
 
 # Targets whose own runtime the executor drives: validation runs the lowered model there too.
@@ -172,22 +176,15 @@ def on_target(original: onnx.ModelProto, lowered: onnx.ModelProto, options: Lowe
     if runtime is None or importlib.util.find_spec(runtime) is None:
         return None
     from seqlower.executor import verify
-    from seqlower.executor.inputs import synthesize_inputs
-    from seqlower.executor.runner import ports_of
 
     result = Validation(runtime)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)
         try:
-            if options.specialized:
-                report = verify(original, lowered, samples=len(_SAMPLES), backend=backend(), lowered_backend=runtime,
-                                keepdims_policy=options.keepdims_policy, check=False, rtol=_TOL, atol=_TOL)
-            else:
-                ports = ports_of(original, check=False)
-                samples = [synthesize_inputs(ports, seed, _within(options, dim), seq_len, default_dim=dim)
-                           for seed, dim, seq_len in _SAMPLES]
-                report = verify(original, lowered, inputs=samples, backend=backend(), lowered_backend=runtime,
-                                keepdims_policy=options.keepdims_policy, check=False, rtol=_TOL, atol=_TOL)
+            samples = _samples(original, options)
+            report = verify(original, lowered, inputs=samples, samples=len(_SAMPLES), backend=backend(),
+                            lowered_backend=runtime, keepdims_policy=options.keepdims_policy, check=False,
+                            rtol=_TOL, atol=_TOL)
         except SeqlowerError as e:
             result.notes.append(f"validation on {runtime} did not run: {e}")
             return result
