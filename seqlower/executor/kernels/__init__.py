@@ -26,6 +26,7 @@ from seqlower.executor.kernels.op_sequence_insert import SequenceInsert
 from seqlower.executor.kernels.op_sequence_length import SequenceLength
 from seqlower.executor.kernels.op_sequence_map import SequenceMap
 from seqlower.executor.kernels.op_split_to_sequence import SplitToSequence
+from seqlower.executor.kernels.op_svm_classifier import SVMClassifier
 from seqlower.executor.kernels.op_zip_map import ZipMap
 
 __all__ = ["KEEPDIMS_POLICIES", "KernelConfig", "KernelError", "KERNELS", "make_kernels"]
@@ -49,6 +50,7 @@ KERNELS: tuple[type[SeqKernel], ...] = (
     SequenceLength,
     SequenceMap,
     SplitToSequence,
+    SVMClassifier,
     ZipMap,
 )
 

@@ -49,9 +49,9 @@ class LinearClassifier(SeqKernel):
             if transform == "PROBIT":
                 # (onnxruntime writes the N probits into the first N of its 2N entries)
                 self.fail("PROBIT of a one-column (binary) classifier has no defined layout")
-            p = _transformed(scores, "LOGISTIC") if transform == "LOGISTIC" else scores
+            p = post_transformed(scores, "LOGISTIC") if transform == "LOGISTIC" else scores
             return labels, np.concatenate([1 - p, p], axis=1)
-        return labels, _transformed(scores, transform)
+        return labels, post_transformed(scores, transform)
 
     @staticmethod
     def _classes(ints, strings) -> list:
@@ -73,7 +73,9 @@ class LinearClassifier(SeqKernel):
         return np.array(picked, dtype=object if strings_given else np.int64).reshape(len(scores))
 
 
-def _transformed(scores: np.ndarray, transform: str) -> np.ndarray:
+def post_transformed(scores: np.ndarray, transform: str) -> np.ndarray:
+    """A classifier's scores, several per row, under ``post_transform`` as onnxruntime
+    applies it (row by row; shared with SVMClassifier)."""
     if transform == "LOGISTIC":
         return (1 / (1 + np.exp(-scores))).astype(np.float32)
     if transform == "SOFTMAX":
