@@ -26,8 +26,11 @@ With ``--programs N``, the cells are N random programs of the graph fuzzer inste
 (tests/program_generator.py, ``--shapes v3``, seeds from ``--seed``): each is lowered for
 each runtime and, unless ``check --target`` names a gap before anything runs, run there on
 its feeds and held to the original on the reference backend. Per runtime: programs that
-ran right, that were named, that ran to WRONG numbers and that failed unnamed (each of
-the last two listed with its seed: ``seqlower reduce`` cuts one down).
+ran right, that were named, that ran to WRONG numbers, that failed unnamed, and where the
+original runs there and the lowered model does not ("worse": must stay 0; each of the
+last three listed with its seed: ``seqlower reduce`` cuts one down). A fixture's cell
+says ``WORSE`` where its original runs on the runtime and the lowering does not run all
+its cases.
 """
 
 from __future__ import annotations
@@ -186,11 +189,13 @@ def cell(m: onnx.ModelProto, runtime: str, path: Path, max_trips: int | None = N
     lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime, max_trips=max_trips))
     low = to_proto(lowered)
     gaps = target_gaps(low, load_target(runtime), report.kept_loops)
+    cases = load_cases(path)
+    worse = " WORSE (the original runs)" if cases and original_runs_on(m, runtime, cases[0][0]) else ""
     if gaps:
-        return f"gap: {gaps[0].where}: {gaps[0].why}"[:56], False, False
+        return (worse + f"gap: {gaps[0].where}: {gaps[0].why}")[:56], False, False
     ok, wrong, over, n, first = score(low, runtime, path)
     text = f"{ok}/{n}" + (f" WRONG {wrong}" if wrong else "") + (f" over {max_trips}: {over}" if over else "") \
-        + (f" {first}" if first else "")
+        + (f" {first}" if first else "") + (worse if ok < n else "")
     return text, ok == n, wrong > 0
 
 
@@ -255,8 +260,32 @@ def program(seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return generate(lambda kind, *a: rng.randint(a[0], a[1]) if kind == "int" else rng.choice(a[0]), shapes="v3")
 
 
+def original_runs_on(m: onnx.ModelProto, runtime: str, feeds: dict) -> bool:
+    """Whether the original model itself runs on ``runtime`` (the column "original runs,
+    lowered fails" counts the lowerings that made a model worse there: it must stay 0)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            run(m, runtime, feeds)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+
 def program_cell(seed: int, runtime: str) -> str:
-    """"ran right", "named", "WRONG" or "failed: ..." for program ``seed`` on ``runtime``."""
+    """"ran right", "named", "WRONG", "worse: ..." (the original runs there, the lowered
+    model does not) or "failed: ..." for program ``seed`` on ``runtime``."""
+    verdict = _program_verdict(seed, runtime)
+    if verdict == "named" or verdict.startswith("failed"):
+        m, feeds = program(seed)
+        if original_runs_on(m, runtime, feeds):
+            return f"worse: the original runs on {runtime}; the lowered model: {verdict}"
+    return verdict
+
+
+def _program_verdict(seed: int, runtime: str) -> str:
     import warnings
 
     from seqlower.executor import compare_values
@@ -303,7 +332,8 @@ def programs(available: list[str], count: int, first: int) -> None:
     for r in available:
         t = tally[r]
         print(f"{r}: {count} programs: {t['ran right']} ran right, {t['named']} named by check --target, "
-              f"{t['WRONG']} WRONG numbers, {t['failed']} failed unnamed")
+              f"{t['WRONG']} WRONG numbers, {t['failed']} failed unnamed, {t['worse']} where the original runs"
+              " and the lowered model does not")
 
 
 def main() -> None:
