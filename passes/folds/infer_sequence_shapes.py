@@ -209,7 +209,8 @@ class InferSequenceShapesPass(ir.passes.InPlacePass):
         # first value, a split's rank the policy decides at run time) is not taken: the
         # analysis proves those lists' element shapes, and the next (cone) run, which
         # starts from them, types what they reach.
-        ran = None if cone is None else {n for n in model.graph if n.outputs and n.outputs[0].name in _outputs_of(cone)}
+        made = None if cone is None else _outputs_of(cone)
+        ran = None if made is None else {n for n in model.graph if n.outputs and n.outputs[0].name in made}
         unproven = unproven_by_onnx(model, self.keepdims_policy, lambda v: found.get(id(v.graph), {}).get(v.name), ran)
         anchored = input_dim_names(model)
         boundary = {*model.graph.inputs, *model.graph.outputs}

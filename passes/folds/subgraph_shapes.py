@@ -442,24 +442,29 @@ def unproven_by_onnx(model: ir.Model, policy: str, inferred: Callable[[ir.Value]
 def _reached(model: ir.Model, sources: set[ir.Value]) -> set[ir.Value]:
     """``sources`` and what is computed from them, through subgraphs both ways."""
     tainted = set(sources)
-    changed = bool(tainted)
+    if not tainted:
+        return tainted
+    nodes = [node for graph in graphs_of(model) for node in graph]
+    # Each node's subgraphs, nested ones included: found once, not once a round.
+    inners = {node: [g for sub in subgraphs(node)
+                     for g in (sub, *(s for n in ir.traversal.RecursiveGraphIterator(sub) for s in subgraphs(n)))]
+              for node in nodes if node.attributes}
+    changed = True
     while changed:  # (a few rounds: each carries the taint into or out of one subgraph level)
         changed = False
-        for graph in graphs_of(model):
-            for node in graph:
-                if any(v in tainted for v in node.outputs):
-                    continue
-                inner = [g for sub in subgraphs(node) for g in (sub, *(s for n in ir.traversal.RecursiveGraphIterator(sub)
-                                                                       for s in subgraphs(n)))]
-                reads = any(v is not None and v in tainted for v in node.inputs) or any(
-                    v is not None and v in tainted for g in inner for n in g for v in n.inputs)
-                if not reads and not any(v in tainted for g in inner for v in g.outputs):
-                    continue
-                tainted.update(node.outputs)
-                for g in inner:
-                    tainted.update(g.inputs)
-                    tainted.update(v for n in g for v in n.outputs)
-                changed = True
+        for node in nodes:
+            if any(v in tainted for v in node.outputs):
+                continue
+            inner = inners.get(node, [])
+            reads = any(v is not None and v in tainted for v in node.inputs) or any(
+                v is not None and v in tainted for g in inner for n in g for v in n.inputs)
+            if not reads and not any(v in tainted for g in inner for v in g.outputs):
+                continue
+            tainted.update(node.outputs)
+            for g in inner:
+                tainted.update(g.inputs)
+                tainted.update(v for n in g for v in n.outputs)
+            changed = True
     return tainted
 
 

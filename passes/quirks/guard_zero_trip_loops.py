@@ -32,7 +32,7 @@ from seqlower.analysis.analyzer import const_array, is_default_domain
 from seqlower.ir.builder import NameAuthority
 from seqlower.keys import SHAPE_HIDDEN
 
-__all__ = ["GuardZeroTripLoopsPass"]
+__all__ = ["GuardZeroTripLoopsPass", "may_run_none", "runs_at_all", "sizing_shape"]
 
 
 def _sized(v: ir.Value) -> bool:
@@ -66,12 +66,7 @@ class GuardZeroTripLoopsPass(ir.passes.InPlacePass):
 def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] | None:
     if node.op_type != "Loop" or not is_default_domain(node) or "body" not in node.attributes:
         return None
-    m = node.inputs[0] if node.inputs else None
-    cond = node.inputs[1] if len(node.inputs) > 1 else None
-    # What may make it run no iteration: a run-time trip count, a run-time condition.
-    m = m if m is not None and const_array(m) is None else None
-    cond = cond if cond is not None and const_array(cond) is None else None
-    if m is None and cond is None:
+    if not may_run_none(node):
         return None
     body = node.attributes["body"].as_graph()
     if any(v is None for v in node.inputs[2:]) or carries_one_shape(node, body):
@@ -83,13 +78,7 @@ def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
         return None
     o = Ops(scope.builder(node, names))
     base = node.name or "loop"
-    runs = []
-    if m is not None:
-        trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
-        runs.append(o.op("Greater", [trips, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL, shape=[]))
-    if cond is not None:
-        runs.append(cond if cond.shape is not None and cond.shape.rank() == 0 else o.reshape(cond, o.ints([]), f"{base}_starts"))
-    ran = runs[0] if len(runs) == 1 else o.op("And", runs, f"{base}_ran", dtype=ir.DataType.BOOL, shape=[])
+    ran = runs_at_all(node, o, base)
     # Built before the Loop, then moved right after it (no scan of the graph for the
     # node that follows it); constants stay where they are made, for other readers.
     a = Ops(scope.builder(node, names))
@@ -108,6 +97,31 @@ def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
         scope.graph.remove(n)
     scope.graph.insert_after(node, made)
     return "tensor ops", "growing states sized to what the Loop ran (OpenVINO)"
+
+
+def _run_time_bounds(node: ir.Node) -> tuple[ir.Value | None, ir.Value | None]:
+    """The Loop's trip count and condition, each where it is known only at run time."""
+    m = node.inputs[0] if node.inputs else None
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    return (m if m is not None and const_array(m) is None else None,
+            cond if cond is not None and const_array(cond) is None else None)
+
+
+def may_run_none(node: ir.Node) -> bool:
+    """Whether a run-time trip count or condition may make the Loop run no iteration."""
+    return any(v is not None for v in _run_time_bounds(node))
+
+
+def runs_at_all(node: ir.Node, o: Ops, base: str) -> ir.Value:
+    """A bool scalar: whether the Loop (one that ``may_run_none``) runs an iteration."""
+    m, cond = _run_time_bounds(node)
+    runs = []
+    if m is not None:
+        trips = o.reshape(m, o.ints([]), f"{base}_trips") if m.shape is None or m.shape.rank() != 0 else m
+        runs.append(o.op("Greater", [trips, o.scalar(0)], f"{base}_has_trips", dtype=ir.DataType.BOOL, shape=[]))
+    if cond is not None:
+        runs.append(cond if cond.shape is not None and cond.shape.rank() == 0 else o.reshape(cond, o.ints([]), f"{base}_starts"))
+    return runs[0] if len(runs) == 1 else o.op("And", runs, f"{base}_ran", dtype=ir.DataType.BOOL, shape=[])
 
 
 def _grows_from_a_row(node: ir.Node, body: ir.Graph, k: int) -> bool:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.analysis.analyzer import const_array, is_default_domain
+from seqlower.analysis.analyzer import is_default_domain
 from seqlower.ir.builder import NameAuthority
 from seqlower.passes._rewrite import Scope, rewrite_each_node
 from seqlower.passes.lowering._tensor_ops import INT64, Ops
-from seqlower.passes.quirks.guard_zero_trip_loops import sizing_shape
+from seqlower.passes.quirks.guard_zero_trip_loops import may_run_none, runs_at_all, sizing_shape
 
 __all__ = ["SliceStaleScansPass"]
 
@@ -38,22 +38,11 @@ def _slice_scans(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str
         return None
     carried = max(0, len(node.inputs) - 2)
     scans = [v for v in node.outputs[carried:] if (v.uses() or v.is_graph_output()) and not _sliced(v)]
-    m = node.inputs[0] if node.inputs else None
-    cond = node.inputs[1] if len(node.inputs) > 1 else None
-    m = m if m is not None and const_array(m) is None else None
-    cond = cond if cond is not None and const_array(cond) is None else None
-    if not scans or (m is None and cond is None):
+    if not scans or not may_run_none(node):
         return None
     a = Ops(scope.builder(node, names))
     base = node.name or "loop"
-    runs = []
-    if m is not None:
-        trips = a.reshape(m, a.ints([]), f"{base}_scan_trips") if m.shape is None or m.shape.rank() != 0 else m
-        runs.append(a.op("Greater", [trips, a.scalar(0)], f"{base}_scan_has_trips", dtype=ir.DataType.BOOL, shape=[]))
-    if cond is not None:
-        runs.append(cond if cond.shape is not None and cond.shape.rank() == 0
-                    else a.reshape(cond, a.ints([]), f"{base}_scan_starts"))
-    ran = runs[0] if len(runs) == 1 else a.op("And", runs, f"{base}_scan_ran", dtype=ir.DataType.BOOL, shape=[])
+    ran = runs_at_all(node, a, f"{base}_scan")
     for scan in scans:
         readers = list(scan.uses())
         name = scan.name or base
