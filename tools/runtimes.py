@@ -45,10 +45,10 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
+from seqlower import LowerOptions  # noqa: E402
 from seqlower.executor import Executor  # noqa: E402
 from seqlower.executor.abi import read_abi  # noqa: E402
-from seqlower.io.models import to_proto  # noqa: E402
+from seqlower.fastpath.job import Job  # noqa: E402
 from seqlower.options import TRIPS_EXCEEDED_KEY  # noqa: E402
 from seqlower.targets import load_target, target_gaps  # noqa: E402
 from tests.test_exported_models import MODELS as EXPORTED, load_cases  # noqa: E402
@@ -183,12 +183,20 @@ def score(low: onnx.ModelProto, backend: str, path: Path) -> tuple[int, int, int
     return ok, wrong, over, len(cases), first
 
 
+def lowered_for(m: onnx.ModelProto, options: LowerOptions) -> tuple[onnx.ModelProto, list]:
+    """The model as ``seqlower lower`` writes it (the Job's road: the region, the
+    validation, on the target's runtime too) and the gaps named for the target: what
+    ``check --target`` finds in it and what the validation on the target found."""
+    job = Job.read(m)
+    job.lower(options)
+    low = job.model()
+    return low, [*job.report.gaps, *target_gaps(low, load_target(options.target), job.report.kept_loops)]
+
+
 def cell(m: onnx.ModelProto, runtime: str, path: Path, max_trips: int | None = None) -> tuple[str, bool, bool]:
     """The table cell, whether every case ran and was equal, and whether any case ran to
     wrong numbers (the failure that must never be silent)."""
-    lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime, max_trips=max_trips))
-    low = to_proto(lowered)
-    gaps = target_gaps(low, load_target(runtime), report.kept_loops)
+    low, gaps = lowered_for(m, LowerOptions(target=runtime, max_trips=max_trips))
     cases = load_cases(path)
     worse = " WORSE (the original runs)" if cases and original_runs_on(m, runtime, *cases[0]) else ""
     if gaps:
@@ -209,12 +217,10 @@ def specialized_cell(m: onnx.ModelProto, runtime: str, path: Path) -> tuple[str,
     for feeds, expected in cases:
         shapes = {k: tuple(np.asarray(v).shape) for k, v in feeds.items()}
         try:
-            lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime, input_shapes=shapes))
+            low, gaps = lowered_for(m, LowerOptions(target=runtime, input_shapes=shapes))
         except Exception as e:  # noqa: BLE001 - the table reports every failure
             first = first or f"lowering: {str(e).splitlines()[0]}"[:48]
             continue
-        low = to_proto(lowered)
-        gaps = target_gaps(low, load_target(runtime), report.kept_loops)
         if gaps:
             named += 1
             first = first or f"gap: {gaps[0].where}: {gaps[0].why}"[:48]
@@ -299,11 +305,10 @@ def _program_verdict(seed: int, runtime: str, run_named: bool = False) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            lowered, report = lower_with_report(load_model(m), LowerOptions(target=runtime))
+            low, gaps = lowered_for(m, LowerOptions(target=runtime))
         except Exception as e:  # noqa: BLE001
             return f"failed: lowering: {str(e).splitlines()[0][:100]}"
-        low = to_proto(lowered)
-        if not run_named and target_gaps(low, load_target(runtime), report.kept_loops):
+        if not run_named and gaps:
             return "named"
         want = Executor(m, backend="reference").run(feeds).outputs
         try:

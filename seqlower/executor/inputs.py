@@ -156,25 +156,27 @@ def synthesize_inputs(
     dims: dict[str, int] | None = None,
     seq_len: int = DEFAULT_SEQ_LEN,
     default_dim: int = DEFAULT_DIM,
+    int_high: int = 4,
 ) -> dict[str, Any]:
-    """Random inputs from the declared types: floats ~ N(0, 1), integers in [0, 4),
+    """Random inputs from the declared types: floats ~ N(0, 1), integers in [0,
+    ``int_high``) (1: all zero, a position valid in any list and a count of no trips),
     symbolic dims from ``dims`` (the same name gets the same size everywhere)."""
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
-    return {p.name: _synth(p.type, rng, dims, seq_len, default_dim, p.name) for p in ports}
+    return {p.name: _synth(p.type, rng, dims, seq_len, default_dim, p.name, int_high) for p in ports}
 
 
-def _synth(tp: onnx.TypeProto, rng, dims, seq_len, default_dim, name) -> Any:
+def _synth(tp: onnx.TypeProto, rng, dims, seq_len, default_dim, name, int_high=4) -> Any:
     kind = tp.WhichOneof("value")
     if kind == "tensor_type":
-        return _synth_tensor(tp.tensor_type, rng, dims, default_dim, name)
+        return _synth_tensor(tp.tensor_type, rng, dims, default_dim, name, int_high)
     if kind == "sequence_type":
         elem = tp.sequence_type.elem_type
         return TensorSeq(
-            [_synth(elem, rng, dims, seq_len, default_dim, name) for _ in range(seq_len)], _declared_elem(tp)
+            [_synth(elem, rng, dims, seq_len, default_dim, name, int_high) for _ in range(seq_len)], _declared_elem(tp)
         )
     if kind == "optional_type":
-        return _synth(tp.optional_type.elem_type, rng, dims, seq_len, default_dim, name)
+        return _synth(tp.optional_type.elem_type, rng, dims, seq_len, default_dim, name, int_high)
     raise InputError(f"cannot synthesize input {name!r} of type {kind}")
 
 
@@ -183,7 +185,7 @@ def _synth(tp: onnx.TypeProto, rng, dims, seq_len, default_dim, name) -> Any:
 MAX_SYNTH_ELEMENTS = 1 << 26
 
 
-def _synth_tensor(tt: onnx.TypeProto.Tensor, rng, dims, default_dim, name) -> np.ndarray:
+def _synth_tensor(tt: onnx.TypeProto.Tensor, rng, dims, default_dim, name, int_high=4) -> np.ndarray:
     if not tt.elem_type:
         raise InputError(f"input {name!r} declares no element type; give inputs with --inputs")
     shape = []
@@ -205,11 +207,11 @@ def _synth_tensor(tt: onnx.TypeProto.Tensor, rng, dims, default_dim, name) -> np
     if dtype == np.bool_:
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     if dtype.kind in "iu":
-        return rng.integers(0, 4, size=shape).astype(dtype)
+        return rng.integers(0, int_high, size=shape).astype(dtype)
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     # floats, including bfloat16/float8 (ml_dtypes), and the narrow integer types
-    values = rng.integers(0, 4, size=shape) if dtype.kind in "iuV" or "int" in dtype.name else rng.standard_normal(shape)
+    values = rng.integers(0, int_high, size=shape) if dtype.kind in "iuV" or "int" in dtype.name else rng.standard_normal(shape)
     return np.asarray(values).astype(np.float32).astype(dtype)
 
 

@@ -29,8 +29,16 @@ __all__ = ["MAX_WEBS_TRIED", "MAX_WEIGHT_BYTES", "TARGET_RUNTIMES", "Validation"
            "prepare", "run_validation",
            "sequence_webs", "unchanged_report"]
 
-# Samples: (seed, size of every symbolic dim, length of every sequence input).
-_SAMPLES = ((0, 3, 3), (1, 2, 0))
+# Samples: (seed, size of every symbolic dim, length of every sequence input, integers
+# drawn below this).
+_SAMPLES = ((0, 3, 3, 4), (1, 2, 0, 4))
+# Where the original rejects every sample (a position past a list's end, a Reshape to a
+# size only some dims give), these are tried in turn until one runs: small dims and lists,
+# then integers all zero (a position valid in any list, a Loop of no trips).
+_FALLBACKS = ((2, 1, 1, 4), (3, 2, 2, 1), (4, 1, 0, 1))
+# On the target's runtime, also zero-size dims: a runtime sizes empty tensors its own way
+# (OpenVINO after a Loop), and only a sample that has them shows it.
+_TARGET_SAMPLES = (*_SAMPLES, (5, 0, 0, 1))
 # Past this many webs, a failure keeps them all at once instead of trying each alone.
 MAX_WEBS_TRIED = 8
 _OVER_BOUND = "needed more steps than its bound"
@@ -134,24 +142,35 @@ def _verify(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerO
     policy = options.keepdims_policy
     level = dict(backend=name, keepdims_policy=policy, check=False, ort_opt_level=_ORT_LEVEL, rtol=_TOL, atol=_TOL)
     try:
-        samples = None if getattr(read_abi(lowered), "fixed", None) else _samples(original, options)
-        # (no samples: drawn at the fixed shapes, as verify does for a specialized model)
-        report = verify(original, lowered, inputs=samples, samples=len(_SAMPLES), **level)
-        result.feeds = samples
-        if samples and not report.compared and not report.not_run and not report.interface_error:
-            # Samples the original rejects prove nothing: dims of 1, lists of one.
-            one = _samples(original, options, [(len(_SAMPLES), 1, 1)])
-            report = verify(original, lowered, inputs=one, **level)
-            result.feeds = one
+        fixed = getattr(read_abi(lowered), "fixed", None)
+        # (fixed: no samples, drawn at the fixed shapes, as verify does for a specialized model)
+        return _compared(original, lowered, options, result, None if fixed else _SAMPLES, **level)
     except SeqlowerError as e:
         result.notes.append(f"validation did not run: {e}")
         return None
+
+
+def _compared(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerOptions, result: Validation,
+              plan: tuple | None, **level: Any) -> Any:
+    """verify's report on the samples of ``plan``; where the original rejects them all
+    (they prove nothing), on the first of ``_FALLBACKS`` it runs."""
+    from seqlower.executor import verify
+
+    samples = None if plan is None else _samples(original, options, plan)
+    report = verify(original, lowered, inputs=samples, samples=len(_SAMPLES), **level)
+    result.feeds = samples
+    for fallback in _FALLBACKS if samples else ():
+        if report.compared or report.not_run or report.interface_error:
+            break
+        one = _samples(original, options, [fallback])
+        report = verify(original, lowered, inputs=one, **level)
+        result.feeds = one
     return report
 
 
 def _samples(original: onnx.ModelProto, options: LowerOptions,
              plan: tuple | list = _SAMPLES) -> list[dict[str, Any]] | None:
-    """Synthesized inputs, one per (seed, dim, list length) of ``plan``; None for a model
+    """Synthesized inputs, one per (seed, dim, list length, integer bound) of ``plan``; None for a model
     lowered at fixed shapes (verify draws those itself)."""
     from seqlower.executor.inputs import synthesize_inputs
     from seqlower.executor.runner import ports_of
@@ -159,7 +178,8 @@ def _samples(original: onnx.ModelProto, options: LowerOptions,
     if options.specialized:
         return None
     ports = ports_of(original, check=False)
-    return [synthesize_inputs(ports, seed, _within(options, dim), seq_len, default_dim=dim) for seed, dim, seq_len in plan]
+    return [synthesize_inputs(ports, seed, _within(options, dim), seq_len, default_dim=dim, int_high=high)
+            for seed, dim, seq_len, high in plan]
 
 
 # Targets whose own runtime the executor drives: validation runs the lowered model there too.
@@ -175,16 +195,16 @@ def on_target(original: onnx.ModelProto, lowered: onnx.ModelProto, options: Lowe
     runtime = TARGET_RUNTIMES.get(options.target)
     if runtime is None or importlib.util.find_spec(runtime) is None:
         return None
-    from seqlower.executor import verify
+    from seqlower.executor import read_abi
 
     result = Validation(runtime)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)
         try:
-            samples = _samples(original, options)
-            report = verify(original, lowered, inputs=samples, samples=len(_SAMPLES), backend=backend(),
-                            lowered_backend=runtime, keepdims_policy=options.keepdims_policy, check=False,
-                            rtol=_TOL, atol=_TOL)
+            fixed = getattr(read_abi(lowered), "fixed", None)
+            report = _compared(original, lowered, options, result, None if fixed else _TARGET_SAMPLES,
+                               backend=backend(), lowered_backend=runtime, keepdims_policy=options.keepdims_policy,
+                               check=False, rtol=_TOL, atol=_TOL)
         except SeqlowerError as e:
             result.notes.append(f"validation on {runtime} did not run: {e}")
             return result

@@ -184,3 +184,38 @@ def test_onnxruntime_computing_the_original_otherwise_is_not_a_failure_of_the_lo
     result = validate.run_validation(m, job.model(), LowerOptions(target="onnxruntime"))
     assert result.failure is None and result.compared == 2
     assert any("computes the original otherwise than the reference" in n for n in result.notes)
+
+
+def _insert_at(rows_type=FLOAT) -> onnx.ModelProto:
+    """x inserted into an empty list at p, erased at q, inserted again at r: of positions
+    in [0, 4), only p = q = r = 0 is valid."""
+    nodes = [helper.make_node("SequenceEmpty", [], ["e"], dtype=rows_type),
+             helper.make_node("SequenceInsert", ["e", "x", "p"], ["s"]),
+             helper.make_node("SequenceErase", ["s", "q"], ["s2"]),
+             helper.make_node("SequenceInsert", ["s2", "x", "r"], ["s3"]),
+             helper.make_node("ConcatFromSequence", ["s3"], ["y"], axis=0)]
+    return model(nodes, [t("x", FLOAT, ["N", 2]), *(t(n, onnx.TensorProto.INT64, []) for n in "pqr")],
+                 [t("y", FLOAT, [None, 2])])
+
+
+def test_samples_the_original_rejects_are_replaced_by_ones_it_runs():
+    # Positions drawn in [0, 4) are past the end of the list for every sample but by chance:
+    # the original fails, which proves nothing; validation goes on to samples whose
+    # integers are zero, which the original runs, and compares those.
+    report = Job.read(_insert_at()).lower()
+    assert report.tensor_only and report.validation["compared"] >= 1, report.validation
+    assert not any("proved nothing" in n for n in report.notes)
+
+
+def test_a_runtime_wrong_only_on_empty_tensors_is_named_before_writing(monkeypatch):
+    # OpenVINO sized a zero-element tensor after a Loop as all zeros ([1, 0, 2] read as
+    # [0, 0, 2]): the target's validation has a sample with zero-size dims, which finds it.
+    from seqlower.executor import native_backend
+
+    pytest.importorskip("openvino")
+    real = native_backend.NativeBackend.run
+    monkeypatch.setattr(native_backend.NativeBackend, "run", lambda self, feeds: [
+        np.zeros([0] * np.ndim(v), np.asarray(v).dtype) if np.size(v) == 0 else v for v in real(self, feeds)])
+    report = Job.read(_insert_at()).lower(LowerOptions(target="openvino"))
+    [gap] = [g for g in report.gaps if g.what == "model"]
+    assert "validation on openvino" in gap.why and report.validation["target"]["compared"] >= 1
