@@ -10,6 +10,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes.common import CommonSubexpressionEliminationPass, DeduplicateInitializersPass
 
+from seqlower import coverage
 from seqlower.passes.loops.bound_loops import BoundLoopsPass, TripBounds, loop_of_fixed_shapes
 from seqlower.passes.loops.carry_string_scans import CarryStringScansPass
 from seqlower.passes.folds.clean_up_graph import CleanUpGraphPass
@@ -185,8 +186,24 @@ def quirk_rewrites(target: Target, options: LowerOptions, phase: str | None) -> 
             continue
         module, name = ref.split(":")
         make = getattr(importlib.import_module(f"seqlower.passes.{module}"), name)
-        passes += [make()] if isinstance(make, type) else make(options, target)
+        made = [make()] if isinstance(make, type) else make(options, target)
+        passes += [CountedPass(p, f"quirk:{quirk.id}") for p in made] if coverage.enabled() else made
     return passes
+
+
+class CountedPass(ir.passes.InPlacePass):
+    """``inner``, counted as the decision point ``point`` whenever it changes the model
+    (seqlower.coverage: only while coverage is on)."""
+
+    def __init__(self, inner: ir.passes.PassBase, point: str) -> None:
+        super().__init__()
+        self.inner, self.point = inner, point
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        result = self.inner(model)
+        if result.modified:
+            coverage.hit(self.point, "model")
+        return ir.passes.PassResult(model, result.modified)
 
 
 def empty_loop_states(options: LowerOptions, target: Target) -> list[ir.passes.PassBase]:

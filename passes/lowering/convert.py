@@ -30,6 +30,7 @@ from typing import Any
 
 import onnx_ir as ir
 
+from seqlower import coverage
 from seqlower.analysis.analyzer import Analysis, analyze_reusing, is_default_domain, keep_for_next_pass, node_label
 from seqlower.ir.builder import Builder, NameAuthority
 from seqlower.ir.helpers import subgraphs
@@ -191,6 +192,7 @@ class Converter:
             if rule_ is None:
                 continue
             label = node_label(node)
+            coverage.hit(f"rule:{self.representation}:{node.op_type}", scope.label)
             into = self.into(self.first_owned(node))
             b = scope.builder(node, self.names)
             how = rule_(self, node, b if self.wants_builder else Ops(b), scope)

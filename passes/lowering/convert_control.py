@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
+from seqlower import coverage
 from seqlower.analysis.analyzer import node_label
 from seqlower.ir.builder import Builder
 from seqlower.passes._rewrite import (
@@ -124,6 +125,8 @@ class _LoopConversion:
             # lowering the body replaces it by lands there too.
             body.outputs[1 + k] = steps[k][0]
             cv.records.append(rewrite_record(ins_node, self.bscope, into[k], "append as a Loop scan output"))
+            # (the Loop's rule lowers this insert: it is the insert's lowering all the same)
+            coverage.hit(f"rule:{cv.representation}:SequenceInsert", self.bscope.label)
             body.remove(ins_node, safe=False)
         cv.graph(self.bscope)
         body_b = Builder(body, None, self.scope.opset, cv.names, main_graph=False)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import onnx
 
+from seqlower import coverage
 from seqlower.targets.quirks.facts import INFERRED_CACHE, KNOWN_CACHE
 from seqlower.targets.registry import QUIRKS
 
@@ -59,7 +60,10 @@ def quirk_findings(model: onnx.ModelProto, quirk_ids: list[str]) -> list[tuple[s
     try:
         for quirk in quirk_ids:
             if quirk in DETECTORS:
-                found.extend(DETECTORS[quirk](model))
+                named = DETECTORS[quirk](model)
+                found.extend(named)
+                if named:
+                    coverage.hit(f"detector:{quirk}", "model")
     finally:
         INFERRED_CACHE.pop(id(model), None)
         KNOWN_CACHE.pop(id(model), None)
