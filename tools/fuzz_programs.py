@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--targets", action="store_true", help="lower each program for a target drawn from every target")
     p.add_argument("--check-passes", action="store_true",
                    help="onnx's full checker after every pass: a failure names the pass that broke the model")
-    p.add_argument("--shapes", choices=("v1", "v2", "v3"), default="v1",
+    p.add_argument("--shapes", choices=("v1", "v2", "v3", "v4"), default="v1",
                    help="v2 adds the Stage 7 program shapes, v3 those of Stage 10 too (tests/program_generator.py)")
     p.add_argument("--no-unknown-rank", action="store_true", help="with --shapes v2: every input's rank declared")
     args = p.parse_args(argv)

@@ -246,7 +246,8 @@ def _has_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     x = node.inputs[0] if node.inputs else None
     if x is None:
         flag = lw.flag(False, b)
-    elif _is_optional(x):
+    elif x in lw.pairs or _is_optional(x):
+        # (in pairs: an Optional of a value whose type is unknown, as a list's may be)
         flag = lw.pair(x)[0]
     else:
         flag = lw.flag(True, b)
@@ -258,7 +259,7 @@ def _has_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
 def _get_element(lw: _Lowerer, node: ir.Node, b: Builder, scope: Scope) -> str:
     x = node.inputs[0]
     assert x is not None
-    payload = lw.pair(x)[1] if _is_optional(x) else x
+    payload = lw.pair(x)[1] if x in lw.pairs or _is_optional(x) else x
     replace_output(node.outputs[0], payload, scope, lw.names, node, owned=False)
     return "payload"
 

@@ -80,3 +80,25 @@ def test_a_loop_carries_an_optional_that_is_emptied():
     low, report = lower_checked(m, inputs=[{"trips": np.array(k), "x": x} for k in (0, 2, 3)])
     assert _no_optional_types(low)
     assert [r["how"] for r in report.rewrites if r["op"] == "Loop"] == ["Loop carrying present + payload"]
+
+
+def test_an_optional_of_a_list_whose_type_is_not_declared_is_unwrapped_to_the_list():
+    # Found by the generator's v4 shapes: Optional(list) -> OptionalHasElement /
+    # OptionalGetElement, with no value_info for the optional (onnx infers none where the
+    # list's element shape is unknown); the rules read the pair the Optional rule made,
+    # not only values typed optional (before, the getter returned the optional itself).
+    m = model(
+        [
+            helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0),
+            helper.make_node("Optional", ["rows"], ["maybe"]),
+            helper.make_node("OptionalHasElement", ["maybe"], ["has"]),
+            helper.make_node("OptionalGetElement", ["maybe"], ["back"]),
+            helper.make_node("SequenceLength", ["back"], ["n"]),
+            helper.make_node("ConcatFromSequence", ["back"], ["y"], axis=0),
+        ],
+        [t("x", FLOAT, ["N", 2])],
+        [t("has", BOOL, []), t("n", INT64, []), t("y", FLOAT, [None, 2])],
+        opset=18,
+    )
+    low, _ = lower_checked(m, inputs=[{"x": np.arange(2 * k, dtype=np.float32).reshape(k, 2)} for k in (3, 1)])
+    assert _no_optional_types(low)
