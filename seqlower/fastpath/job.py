@@ -121,6 +121,15 @@ class Job:
         self.report.notes.extend(result.notes)
         if result.failure is not None:
             why = f"validation on {result.backend}: the lowered model fails or differs there ({result.failure})"
+            if validate.original_runs_on_target(with_weights(original, self.weights), options):
+                # Never worse than the original: it runs there (the runtime runs its
+                # sequence ops), the lowering does not; it is written as it was.
+                why += f"; the original runs on {result.backend}: kept as it was"
+                target = self.report.validation.get("target")
+                self.lowered, self.report = original, validate.unchanged_report(original, why)
+                self.report.validation["target"] = target
+                warnings.warn(f"{self.label}: {why}; the model is written as it was", ModelWarning, stacklevel=3)
+                return
             self.report.gaps = [*self.report.gaps, Gap("model", self.label, "main", why)]
             warnings.warn(f"{self.label}: {why}", ModelWarning, stacklevel=3)
 

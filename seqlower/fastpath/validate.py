@@ -26,7 +26,7 @@ from seqlower.options import LowerOptions
 from seqlower.report import LowerReport
 
 __all__ = ["MAX_WEBS_TRIED", "MAX_WEIGHT_BYTES", "TARGET_RUNTIMES", "Validation", "backend", "mark_kept", "on_target",
-           "prepare", "run_validation",
+           "original_runs_on_target", "prepare", "run_validation",
            "sequence_webs", "unchanged_report"]
 
 # Samples: (seed, size of every symbolic dim, length of every sequence input, integers
@@ -217,6 +217,28 @@ def on_target(original: onnx.ModelProto, lowered: onnx.ModelProto, options: Lowe
         what = bad.error or "outputs " + ", ".join(o.name for o in bad.outputs if not o.ok) + " differ"
         result.failure = f"{bad.source} ({bad.status} on {runtime}): {what}"
     return result
+
+
+def original_runs_on_target(original: onnx.ModelProto, options: LowerOptions) -> bool:
+    """Whether the original itself runs on the target's runtime (some run sequence ops),
+    to ``backend()``'s numbers, on the samples ``on_target`` uses: where it does, a
+    lowered model that fails there would be worse than no lowering."""
+    from seqlower.executor import verify
+
+    runtime = TARGET_RUNTIMES.get(options.target)
+    if runtime is None or importlib.util.find_spec(runtime) is None:
+        return False
+    result = Validation(runtime)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ModelWarning)
+        try:
+            report = _compared(original, original, options, result, _TARGET_SAMPLES, backend=backend(),
+                               lowered_backend=runtime, keepdims_policy=options.keepdims_policy, check=False,
+                               rtol=_TOL, atol=_TOL)
+        except SeqlowerError:
+            return False
+    return bool(report.compared) and all(s.status == "equal" for s in report.samples
+                                         if s.status != "original failed")
 
 
 def _within(options: LowerOptions, dim: int) -> dict[str, int]:

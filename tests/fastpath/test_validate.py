@@ -219,3 +219,28 @@ def test_a_runtime_wrong_only_on_empty_tensors_is_named_before_writing(monkeypat
     report = Job.read(_insert_at()).lower(LowerOptions(target="openvino"))
     [gap] = [g for g in report.gaps if g.what == "model"]
     assert "validation on openvino" in gap.why and report.validation["target"]["compared"] >= 1
+
+
+def test_where_the_original_runs_on_the_target_and_the_lowering_does_not_the_original_is_written(monkeypatch):
+    # OpenVINO runs some sequence programs itself, and refused the lowering of two
+    # (a Reshape of run-time rank): never worse than the original, which is written as it
+    # was, with the reason; a lowering it runs is written as before.
+    from seqlower.executor import native_backend
+
+    pytest.importorskip("openvino")
+    real = native_backend.NativeBackend.run
+
+    def refuses_lowered(self, feeds):
+        if b"SequenceConstruct" not in self._data and b"SplitToSequence" not in self._data:
+            raise seqlower.ExecutionError("openvino failed: CPU plug-in doesn't support Reshape of dynamic rank")
+        return real(self, feeds)
+
+    monkeypatch.setattr(native_backend.NativeBackend, "run", refuses_lowered)
+    m = model([helper.make_node("SequenceConstruct", ["x", "x"], ["s"]),
+               helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+              [t("x", FLOAT, ["N", 3])], [t("y", FLOAT, [None, 3])])
+    job = Job.read(m)
+    report = job.lower(LowerOptions(target="openvino"))
+    assert "the original runs on openvino: kept as it was" in report.remaining[0]["reason"]
+    assert [n.op_type for n in job.model().graph.node] == ["SequenceConstruct", "ConcatFromSequence"]
+    assert report.validation["target"]["failure"]
