@@ -5,7 +5,8 @@ A decision point is a transfer function of the analysis (``transfer:Op``), a low
 rule (``rule:representation:Op``), a representation chosen for a web (``repr:unrolled``,
 ``repr:stacked``, ``repr:ragged``, ``repr:flat``, ``repr:kept``), a quirk's rewrite that
 changed a model (``quirk:id``) and a quirk's detector that named a node
-(``detector:id``). Its context is the graph it was reached in: ``main``, ``loop`` (a Loop
+(``detector:id``), and a model-local function holding lists inlined or kept whole
+(``inline:function``, ``inline:kept``). Its context is the graph it was reached in: ``main``, ``loop`` (a Loop
 or Scan body), ``if`` (a branch), ``map`` (a SequenceMap body), ``nested`` (two deep or
 more), ``function`` (a model-local function); the quirks' points are ``model``-wide.
 
@@ -83,11 +84,15 @@ def universe() -> dict[str, tuple[str, ...]]:
 
     for module in ("lower_unrolled_sequences", "lower_packed_sequences", "lower_flat_sequences", "lower_optionals"):
         __import__(f"seqlower.passes.lowering.{module}")
+    # No rule runs in a function: one holding sequences is inlined first
+    # (passes/lowering/inline_sequence_functions.py), or kept whole when it cannot be.
+    in_graphs = tuple(c for c in CONTEXTS if c != "function")
     points: dict[str, tuple[str, ...]] = {}
     points.update({f"transfer:{op}": CONTEXTS for op in sorted(TRANSFERS)})
     for into in sorted(convert._RULES):
-        points.update({f"rule:{into}:{op}": CONTEXTS for op in sorted(convert.rules(into))})
-    points.update({f"repr:{r}": CONTEXTS for r in REPRESENTATIONS})
+        points.update({f"rule:{into}:{op}": in_graphs for op in sorted(convert.rules(into))})
+    points.update({f"repr:{r}": CONTEXTS if r == "kept" else in_graphs for r in REPRESENTATIONS})
+    points.update({"inline:function": ("model",), "inline:kept": ("model",)})
     for quirk in QUIRKS.values():
         if quirk.rewrite:
             points[f"quirk:{quirk.id}"] = ("model",)

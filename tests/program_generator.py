@@ -538,7 +538,7 @@ def _unequal_ranks(st: _State, draw: Any, opset: int) -> None:
 # If branches and Loop bodies, Identity and Optional around the current list, and, last,
 # the whole program moved into a model-local function (_in_function).
 _V4_STEPS = ("map_local_list", "scan_local_list", "static_list_in_if", "static_list_in_loop", "identity",
-             "optional")
+             "optional", "nested_local")
 
 
 def _split_join(st: _State, e: str, axis: int, nodes: list) -> str:
@@ -663,3 +663,75 @@ def _in_function(st: _State, opset: int) -> tuple[list[onnx.NodeProto], list[onn
                              [*consts, *st.nodes], [helper.make_opsetid("", opset)])
     call = helper.make_node("program", [i.name for i in st.inputs], [o.name for o in st.outputs], domain="local")
     return [call], [f]
+
+
+def _local(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
+    """Nodes building a list of ``src`` where they land (any graph) and reading it back
+    as one tensor: split and joined with itself, a pair read at a constant position, or
+    grown from an empty list and joined."""
+    how = draw("choice", ["split_join", "construct_at", "empty_grow"])
+    if how == "split_join":
+        return _split_join(st, src, axis, nodes)
+    if how == "construct_at":
+        pair, at = st.fresh("pair"), st.fresh("at")
+        nodes += [helper.make_node("SequenceConstruct", [src, src], [pair]),
+                  helper.make_node("SequenceAt", [pair, _const(st, draw("int", -2, 1), "which")], [at])]
+        return at
+    empty, one, two, cat = st.fresh("empty"), st.fresh("one"), st.fresh("two"), st.fresh("cat")
+    nodes += [helper.make_node("SequenceEmpty", [], [empty], dtype=st.elem),
+              helper.make_node("SequenceInsert", [empty, src], [one]),
+              helper.make_node("SequenceInsert", [one, src, _const(st, 0, "front")], [two]),
+              helper.make_node("ConcatFromSequence", [two], [cat], axis=axis)]
+    return cat
+
+
+def _contained(st: _State, draw: Any, src: str, axis: int, depth: int, nodes: list, opset: int,
+               in_map: bool = False) -> str:
+    """One tensor computed from ``src`` by a local list ``depth`` graphs down: each level
+    an If branch, a Loop body (one step or two, its first scan read back) or a
+    SequenceMap body (over [src], its one element read back; not anywhere inside another,
+    which onnxruntime's expansion of SequenceMap cannot load)."""
+    if depth == 0:
+        return _local(st, draw, src, axis, nodes)
+    kind = draw("choice", ["if", "loop"] + (["map"] if opset >= 17 and not in_map else []))
+    out = st.fresh("held")
+    if kind == "if":
+        cond = draw("choice", [True, False])
+        c = st.fresh("cond")
+        st.inputs.append(helper.make_tensor_value_info(c, BOOL, []))
+        st.feeds[c] = np.array(cond)
+        branches = []
+        for which in ("then", "else"):
+            inner: list = []
+            got = _contained(st, draw, src, axis, depth - 1, inner, opset, in_map)
+            branches.append(helper.make_graph(inner, st.fresh(which), [],
+                                              [helper.make_tensor_value_info(got, st.elem, [None, None])]))
+        nodes.append(helper.make_node("If", [c], [out], then_branch=branches[0], else_branch=branches[1]))
+        return out
+    if kind == "loop":
+        i, c, c_out, scans = st.fresh("i"), st.fresh("c"), st.fresh("c_out"), st.fresh("scans")
+        inner = [helper.make_node("Identity", [c], [c_out])]
+        got = _contained(st, draw, src, axis, depth - 1, inner, opset, in_map)
+        body = helper.make_graph(inner, st.fresh("held_body"),
+                                 [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, [])],
+                                 [helper.make_tensor_value_info(c_out, BOOL, []),
+                                  helper.make_tensor_value_info(got, st.elem, [None, None])])
+        nodes += [helper.make_node("Loop", [st.runtime_int(draw("int", 1, 2)), ""], [scans], body=body),
+                  helper.make_node("Gather", [scans, _const(st, 0, "first")], [out], axis=0)]
+        return out
+    e, one, mapped = st.fresh("e"), st.fresh("one"), st.fresh("mapped")
+    inner = []
+    got = _contained(st, draw, e, axis, depth - 1, inner, opset, in_map=True)
+    body = helper.make_graph(inner, st.fresh("held_map"), [helper.make_tensor_value_info(e, st.elem, [None, None])],
+                             [helper.make_tensor_value_info(got, st.elem, [None, None])])
+    nodes += [helper.make_node("SequenceConstruct", [src], [one]),
+              helper.make_node("SequenceMap", [one], [mapped], body=body),
+              helper.make_node("SequenceAt", [mapped, _const(st, 0, "only")], [out])]
+    return out
+
+
+def _nested_local(st: _State, draw: Any, opset: int) -> None:
+    """A local list one to three graphs down (If branches, Loop bodies, SequenceMap
+    bodies, in any order): every context a list can be built in."""
+    out = _contained(st, draw, "x", 0 if st.family == "rows" else 1, draw("int", 1, 3), st.nodes, opset)
+    st.outputs.append(helper.make_tensor_value_info(out, st.elem, [None, None]))

@@ -66,6 +66,16 @@ def _axes(node: ir.Node, opset: int) -> list[int] | None | str:
     return None if attr is None else list(attr.as_ints())
 
 
+def _captures(node: ir.Node, values: Any) -> bool:
+    """Whether a subgraph of ``node`` reads one of ``values`` from the scope outside it:
+    an If or Loop in the body that reads the element without taking it as an input
+    (whose branches a batched body would run on the stack, their axes unshifted)."""
+    return any(v is not None and v in values
+               for attr in node.attributes.values() if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+               for g in ([attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else attr.as_graphs())
+               for inner in ir.traversal.RecursiveGraphIterator(g) for v in inner.inputs)
+
+
 def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> dict[ir.Node, list[int] | dict[int, int] | None] | None:
     """For each body node that reads a batched value, the axes (or perm) to give it once
     batched, or for an elementwise op the inputs to lift by how many unit axes (None:
@@ -75,6 +85,8 @@ def batched_plan(body: ir.Graph, batched_inputs: list[ir.Value], opset: int) -> 
     for node in body:
         ins = [v for v in node.inputs if v is not None]
         if not any(v in batched for v in ins):
+            if _captures(node, batched):
+                return None
             continue
         entry = _node_plan(node, ins, batched, opset)
         if entry is _CANNOT:
@@ -94,7 +106,7 @@ def elementwise_body(body: ir.Graph, batched_inputs: list[ir.Value]) -> set[ir.V
     for node in body:
         if not is_default_domain(node) or node.op_type not in UNARY | ELEMENTWISE or node.op_type == "BitShift" \
                 or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
-            if any(v in batched for v in node.inputs if v is not None):
+            if any(v in batched for v in node.inputs if v is not None) or _captures(node, batched):
                 return None
             continue
         ins = [v for v in node.inputs if v is not None]
@@ -120,6 +132,8 @@ def sliced_plan(body: ir.Graph, sliced: ir.Value, axis: int, opset: int) -> dict
     for node in body:
         ins = [v for v in node.inputs if v is not None]
         if not any(v in at for v in ins):
+            if _captures(node, at.keys()):
+                return None
             continue
         k = _sliced_axis(node, at, opset)
         if k is None:

@@ -22,6 +22,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
+from seqlower import coverage
 from seqlower.ir.helpers import graphs_of, subgraphs
 from seqlower.ops import makes_lists
 from seqlower.passes.keys import NOTES_KEY
@@ -95,6 +96,7 @@ class InlineSequenceFunctionsPass(ir.passes.InPlacePass):
         notes = model.meta.setdefault(NOTES_KEY, [])
         for key in sorted(chosen):
             if why := _not_inlinable(model, model.functions[key]):
+                coverage.hit("inline:kept", "model")
                 chosen.discard(key)
                 notes.append(f"function {key[0]}::{key[1]} holds sequences but is not inlined: {why}; they stay")
         if not chosen:
@@ -105,7 +107,9 @@ class InlineSequenceFunctionsPass(ir.passes.InPlacePass):
             cause = e.__cause__ or e
             why = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
             notes.append(f"functions holding sequences were not inlined ({why}); their sequences stay")
+            coverage.hit("inline:kept", "model")
             return ir.passes.PassResult(model, False)
+        coverage.hit("inline:function", "model")
         names = ", ".join(sorted(f"{d}::{n}" for d, n, _ in chosen))
         notes.append(
             f"inlined model-local functions that take, return or hold sequences: {names}")

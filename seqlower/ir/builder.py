@@ -232,12 +232,38 @@ class Builder:
         if array.size <= 64 and array.dtype != object:
             key = (id(self.graph), str(array.dtype), tuple(array.shape), array.tobytes())
             hit = self.names.constant_pool.get(key)
-            if hit is not None:
+            if hit is not None and self._still_here(hit):
                 return hit
         v = self._new_constant(array, name)
         if key is not None:
             self.names.constant_pool[key] = v
         return v
+
+    def _still_here(self, v: ir.Value) -> bool:
+        """Whether a pooled constant is still in this graph: a rewrite may have removed
+        its Constant node since, or the graph it was made in is gone and another took its
+        id (a SequenceMap body lowered into a Loop read a constant no graph held)."""
+        producer = v.producer()
+        if producer is not None:
+            # A Constant node (in a subgraph) must also come before what this builder
+            # emits: a rule anchored earlier in the body than the rule that made it would
+            # read it before it is defined (a map body's lists, Flat: program 7300358).
+            return producer.graph is self.graph and self._precedes(producer)
+        return isinstance(self.graph, ir.Graph) and self.graph.initializers.get(v.name) is v  # type: ignore[arg-type]
+
+    def _precedes(self, node: ir.Node) -> bool:
+        """Whether ``node`` comes before where this builder emits."""
+        at = self.after if self.after is not None else self.anchor
+        if at is None:
+            return True  # (appended at the end)
+        if at is node:
+            return self.after is node
+        for n in self.graph:
+            if n is node:
+                return True
+            if n is at:
+                return False
+        return False
 
     def _new_constant(self, array: np.ndarray, name: str) -> ir.Value:
         if array.dtype == object or array.dtype.kind in "SU":

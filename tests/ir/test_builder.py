@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
@@ -150,3 +151,22 @@ def test_integer_max_and_min_below_their_opset_are_written_with_a_where(opset, o
     want = (np.maximum if op == "Max" else np.minimum)(feed, -feed)
     for backend in ("reference", "onnxruntime"):
         assert np.array_equal(Executor(proto, backend=backend).run({"x": feed}).outputs["m"], want)
+
+
+def test_a_pooled_constant_of_a_subgraph_is_not_read_before_its_node():
+    # In a subgraph a constant is a Constant node placed where the builder that made it
+    # emits; a builder anchored earlier asking for the same value gets its own node, not
+    # one defined after its use (a map body's Flat lists read one so: program 7300358).
+    m = model([], [t("x", FLOAT, [4, 3])], [t("x", FLOAT, [4, 3])], opset=17, ir_version=IR_FOR_OPSET[17])
+    irm = ir.serde.deserialize_model(m)
+    names = NameAuthority(irm)
+    g = ir.Graph([], [], nodes=[], name="sub")
+    first = ir.Node("", "Identity", [irm.graph.inputs[0]], outputs=[ir.Value(name="a")])
+    last = ir.Node("", "Identity", [first.outputs[0]], outputs=[ir.Value(name="b")])
+    g.extend([first, last])
+    late = Builder(g, last, 17, names, main_graph=False).constant(np.array(0, np.int64), "zero")
+    early = Builder(g, first, 17, names, main_graph=False).constant(np.array(0, np.int64), "zero")
+    order = list(g)
+    assert early is not late and order.index(early.producer()) < order.index(first)
+    again = Builder(g, None, 17, names, main_graph=False).constant(np.array(0, np.int64), "zero")
+    assert again in (early, late)  # (appended at the end: either precedes it)

@@ -6,6 +6,7 @@ equal to the original on both backends, and which fall back to the Loop."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
@@ -125,3 +126,23 @@ def test_an_element_of_lower_rank_than_the_result_is_lifted_and_batches():
     m = _map_model([helper.make_node("Add", ["e", "c"], ["s"])], E, [t("s", FLOAT, [2, "M"])], None,
                    extra=[t("c", FLOAT, [2, "M"])])
     _check(m, _feeds(False, lambda s: {"c": np.arange(2 * s[-1], dtype=np.float32).reshape(2, s[-1])}))
+
+
+def test_a_body_whose_if_reads_the_element_from_outside_is_not_batched():
+    # The If takes no input: its branches read the element from the body's scope. A
+    # batched body ran them on the stack with their axes unshifted (a Concat along the
+    # element's axis 0 joined the stack along the batch axis, and the If's declared rank
+    # was one short: the checker refused the lowered model).
+    branch = lambda name, axis: body([helper.make_node("Concat", ["e", "e"], [name], axis=axis)], [],
+                                     [t(name, FLOAT, [None, None])])
+    for count in (1, 2):  # (Unrolled lists of one element and of two)
+        m = model(
+            [helper.make_node("SequenceConstruct", ["x"] * count, ["s"]),
+             helper.make_node("SequenceMap", ["s"], ["m"], body=body(
+                 [helper.make_node("If", ["c"], ["r"], then_branch=branch("a", 0), else_branch=branch("b", 1))],
+                 [t("e", FLOAT, ["N", "M"])], [t("r", FLOAT, [None, None])])),
+             helper.make_node("ConcatFromSequence", ["m"], ["y"], axis=0, new_axis=1)],
+            [t("x", FLOAT, ["N", "M"]), t("c", onnx.TensorProto.BOOL, [])], [t("y", FLOAT, [None, None, None])],
+            opset=17, ir_version=IR_FOR_OPSET[17])
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        lower_checked(m, inputs=[{"x": x, "c": np.array(True)}, {"x": x, "c": np.array(False)}])
