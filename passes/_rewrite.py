@@ -82,6 +82,9 @@ def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthor
             name = old.name
             old.name = None
             target = b.identity(new, name or "out")
+            if target.type is None:
+                # (the graph output keeps its declared type: an untyped output fails the checker)
+                target.type, target.shape = old.type, target.shape or old.shape
             if name:
                 # fresh() handed out a suffixed name because `name` was still taken by `old`.
                 target.name = name

@@ -84,14 +84,16 @@ def universe() -> dict[str, tuple[str, ...]]:
 
     for module in ("lower_unrolled_sequences", "lower_packed_sequences", "lower_flat_sequences", "lower_optionals"):
         __import__(f"seqlower.passes.lowering.{module}")
-    # No rule runs in a function: one holding sequences is inlined first
-    # (passes/lowering/inline_sequence_functions.py), or kept whole when it cannot be.
+    # A function holding lists is inlined first (passes/lowering/inline_sequence_functions.py),
+    # its lists then lowered where it was called; one onnx_ir cannot inline (it imports
+    # another opset, or takes a graph attribute) is kept whole, every value in it "kept".
+    # The points of a function are those two decisions.
     in_graphs = tuple(c for c in CONTEXTS if c != "function")
     points: dict[str, tuple[str, ...]] = {}
-    points.update({f"transfer:{op}": CONTEXTS for op in sorted(TRANSFERS)})
+    points.update({f"transfer:{op}": in_graphs for op in sorted(TRANSFERS)})
     for into in sorted(convert._RULES):
         points.update({f"rule:{into}:{op}": in_graphs for op in sorted(convert.rules(into))})
-    points.update({f"repr:{r}": CONTEXTS if r == "kept" else in_graphs for r in REPRESENTATIONS})
+    points.update({f"repr:{r}": in_graphs for r in REPRESENTATIONS})
     points.update({"inline:function": ("model",), "inline:kept": ("model",)})
     for quirk in QUIRKS.values():
         if quirk.rewrite:

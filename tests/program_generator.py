@@ -693,7 +693,10 @@ def _contained(st: _State, draw: Any, src: str, axis: int, depth: int, nodes: li
     which onnxruntime's expansion of SequenceMap cannot load)."""
     if depth == 0:
         return _local(st, draw, src, axis, nodes)
-    kind = draw("choice", ["if", "loop"] + (["map"] if opset >= 17 and not in_map else []))
+    # (no Loop of strings: onnxruntime's scan outputs of strings in nested graphs come out
+    # empty, in the original as in any lowering of it)
+    loops = ["loop"] if st.elem != TensorProto.STRING else []
+    kind = draw("choice", ["if", *loops] + (["map"] if opset >= 17 and not in_map else []))
     out = st.fresh("held")
     if kind == "if":
         cond = draw("choice", [True, False])

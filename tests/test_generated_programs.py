@@ -151,3 +151,26 @@ def test_generated_programs_chained_through_untouched_nodes_lower_and_match(shar
     chained = _chained(m, repeats.MIN_MEMBERS)
     assume(chained is not None)
     lower_checked(chained, inputs=[feeds])
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+@settings(max_examples=EXAMPLES // 2 // SHARDS, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_program_with_stage14_shapes_lowers_and_matches(shard, data):
+    # v4: lists built one to three graphs down (If branches, Loop and SequenceMap and Scan
+    # bodies), static lists in branches and bodies, Optional and Identity around a list,
+    # the program in a model-local function (tests/program_generator.py), and the v2-v3
+    # shapes. A program whose branches declare what onnx's inference contradicts (as
+    # exporters do) is not held to the full checker after every pass.
+    m, feeds = generate(_drawer(data), shapes="v4")
+    try:
+        onnx.checker.check_model(m, full_check=True)
+        full = True
+    except onnx.checker.ValidationError:
+        full = False
+    except onnx.shape_inference.InferenceError:
+        full = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ModelWarning)
+        lower_checked(m, inputs=[feeds], check_each_pass=full)

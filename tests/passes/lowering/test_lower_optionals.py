@@ -102,3 +102,18 @@ def test_an_optional_of_a_list_whose_type_is_not_declared_is_unwrapped_to_the_li
     )
     low, _ = lower_checked(m, inputs=[{"x": np.arange(2 * k, dtype=np.float32).reshape(k, 2)} for k in (3, 1)])
     assert _no_optional_types(low)
+
+
+def test_an_unwrapped_list_returned_by_the_model_keeps_its_declared_type_after_each_pass():
+    # The getter's output is a graph output: an Identity takes its name, and took no type
+    # (the model after LowerOptionalsPass failed the checker: "Field 'type' of
+    # 'value_info' is required").
+    m = model(
+        [helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0),
+         helper.make_node("Optional", ["rows"], ["maybe"]),
+         helper.make_node("OptionalGetElement", ["maybe"], ["back"])],
+        [t("x", FLOAT, ["N", 2])],
+        [helper.make_tensor_sequence_value_info("back", FLOAT, None)],
+        opset=18,
+    )
+    lower_checked(m, inputs=[{"x": np.arange(6, dtype=np.float32).reshape(3, 2)}], check_each_pass=True)
