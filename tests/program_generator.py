@@ -47,6 +47,7 @@ class _State:
     # A branch declares what onnx's inference contradicts (as TorchScript's unbind does):
     # the model passes the checker, not its full check.
     contradicted: bool = False
+    opset: int = 0
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -80,7 +81,7 @@ def generate(draw: Any, shapes: str = "v1", unknown_rank: bool = True) -> tuple[
     n_rows, m_cols = draw("int", 0, 4), draw("int", 1, 3)
     family = draw("choice", ["rows", "cols"])
     elem = draw("choice", list(ELEMENT_TYPES))
-    st = _State(family, elem, n_rows, m_cols, [], "")
+    st = _State(family, elem, n_rows, m_cols, [], "", opset=opset)
     st.inputs.append(helper.make_tensor_value_info("x", elem, ["N", "M"]))
     if shapes in ("v2", "v3", "v4") and unknown_rank and draw("choice", [False, False, False, True]):
         st.inputs[-1].type.tensor_type.ClearField("shape")  # a model input of unknown rank
@@ -669,9 +670,14 @@ def _local(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
     """Nodes building a list of ``src`` where they land (any graph) and reading it back
     as one tensor: split and joined with itself, a pair read at a constant position, or
     grown from an empty list and joined."""
-    how = draw("choice", ["split_join", "construct_at", "empty_grow"])
+    how = draw("choice", ["split_join", "construct_at", "empty_grow", "runtime_split", "carried", "branched",
+                          "optional"])
     if how == "split_join":
         return _split_join(st, src, axis, nodes)
+    if how in ("carried", "branched") and st.opset < CARRY_SINCE:
+        how = "runtime_split"
+    if how in ("runtime_split", "carried", "branched", "optional"):
+        return globals()[f"_local_{how}"](st, draw, src, axis, nodes)
     if how == "construct_at":
         pair, at = st.fresh("pair"), st.fresh("at")
         nodes += [helper.make_node("SequenceConstruct", [src, src], [pair]),
@@ -738,3 +744,76 @@ def _nested_local(st: _State, draw: Any, opset: int) -> None:
     bodies, in any order): every context a list can be built in."""
     out = _contained(st, draw, "x", 0 if st.family == "rows" else 1, draw("int", 1, 3), st.nodes, opset)
     st.outputs.append(helper.make_tensor_value_info(out, st.elem, [None, None]))
+
+
+def _local_runtime_split(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
+    """``src`` (x's shape) split in pieces of a run-time size, one erased at a run-time
+    position, ``src`` put in front, read at its run-time last position (from its length)
+    and joined with that last piece: Stacked or Flat lists of run-time length."""
+    dim = st.x_shape()[axis]
+    k = draw("int", 1, 3)
+    count = -(-dim // k)
+    parts, rest, grown, n, last_pos, last, joined, out = (
+        st.fresh(b) for b in ("parts", "rest", "grown", "n", "last_pos", "last", "joined", "out"))
+    nodes.append(helper.make_node("SplitToSequence", [src, st.runtime_int(k)], [parts], axis=axis))
+    if count:
+        nodes.append(helper.make_node("SequenceErase", [parts, st.runtime_int(draw("int", -count, count - 1))], [rest]))
+    else:
+        rest = parts
+    nodes += [helper.make_node("SequenceInsert", [rest, src, _const(st, 0, "front")], [grown]),
+              helper.make_node("SequenceLength", [grown], [n]),
+              helper.make_node("Sub", [n, _const(st, 1, "one")], [last_pos]),
+              helper.make_node("SequenceAt", [grown, last_pos], [last]),
+              helper.make_node("ConcatFromSequence", [grown], [joined], axis=axis),
+              helper.make_node("Concat", [joined, last], [out], axis=axis)]
+    return out
+
+
+def _local_carried(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
+    """A Loop (where the nodes land) carrying a list from empty, ``src`` appended each of
+    one or two steps, joined after it: a list-carrying Loop in any graph."""
+    i, c, c_out, s_in, s_out = (st.fresh(b) for b in ("i", "c", "c_out", "carried", "carried_out"))
+    empty, final, out = st.fresh("empty"), st.fresh("final"), st.fresh("joined")
+    body = helper.make_graph(
+        [helper.make_node("Identity", [c], [c_out]), helper.make_node("SequenceInsert", [s_in, src], [s_out])],
+        st.fresh("carry_body"),
+        [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),
+         helper.make_tensor_sequence_value_info(s_in, st.elem, None)],
+        [helper.make_tensor_value_info(c_out, BOOL, []), helper.make_tensor_sequence_value_info(s_out, st.elem, None)])
+    nodes += [helper.make_node("SequenceEmpty", [], [empty], dtype=st.elem),
+              helper.make_node("Loop", [st.runtime_int(draw("int", 1, 2)), "", empty], [final], body=body),
+              helper.make_node("ConcatFromSequence", [final], [out], axis=axis)]
+    return out
+
+
+def _local_branched(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
+    """An If (where the nodes land) choosing a list: [src, src] or ``src`` cut in two
+    along ``axis`` (sizes 0 and dim); its length and its join read after it."""
+    cond = draw("choice", [True, False])
+    c = st.fresh("cond")
+    st.inputs.append(helper.make_tensor_value_info(c, BOOL, []))
+    st.feeds[c] = np.array(cond)
+    pair, cut, chosen, out = st.fresh("pair"), st.fresh("cut"), st.fresh("chosen"), st.fresh("joined")
+    sizes = _const(st, [0, st.x_shape()[axis]], "sizes")
+    then_g = helper.make_graph([helper.make_node("SequenceConstruct", [src, src], [pair])], st.fresh("then"), [],
+                               [helper.make_tensor_sequence_value_info(pair, st.elem, None)])
+    else_g = helper.make_graph([helper.make_node("SplitToSequence", [src, sizes], [cut], axis=axis)], st.fresh("else"),
+                               [], [helper.make_tensor_sequence_value_info(cut, st.elem, None)])
+    nodes += [helper.make_node("If", [c], [chosen], then_branch=then_g, else_branch=else_g),
+              helper.make_node("ConcatFromSequence", [chosen], [out], axis=axis)]
+    return out
+
+
+def _local_optional(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
+    """[src] wrapped in an Optional and unwrapped, joined (Optional ops in any graph);
+    below opset 18, an Identity of the list instead (from 14)."""
+    one, opt, back, out = st.fresh("one"), st.fresh("opt"), st.fresh("back"), st.fresh("joined")
+    nodes.append(helper.make_node("SequenceConstruct", [src], [one]))
+    if st.opset >= 18:
+        nodes += [helper.make_node("Optional", [one], [opt]), helper.make_node("OptionalGetElement", [opt], [back])]
+    elif st.opset >= 14:  # (Identity of a sequence from 14)
+        nodes.append(helper.make_node("Identity", [one], [back]))
+    else:
+        back = one
+    nodes.append(helper.make_node("ConcatFromSequence", [back], [out], axis=axis))
+    return out

@@ -187,8 +187,11 @@ class Converter:
         for node in list(scope.graph):
             rule_ = self.rule_for(node)
             if rule_ is None or self.walks_into(node):
+                mark = len(self.dead)
                 for sub in subgraph_scopes(node, scope):
                     self.graph(sub)
+                if rule_ is not None:
+                    self._remove_dead_since(mark)
             if rule_ is None:
                 continue
             label = node_label(node)
@@ -201,6 +204,18 @@ class Converter:
             self.modified = True
         if lowered:
             self.dead.append((scope.graph, lowered))
+
+    def _remove_dead_since(self, mark: int) -> None:
+        """Remove now what was lowered in the subgraphs just walked, where nothing reads it
+        any more: the rule about to run may clone them (a SequenceMap's body inlined per
+        element carried its If, lowered and emptied of its branches, into the graph)."""
+        kept = []
+        for graph, nodes in self.dead[mark:]:
+            try:
+                graph.remove(nodes, safe=True)
+            except ValueError:
+                kept.append((graph, nodes))  # (still read, by what the rule rewrites next)
+        self.dead[mark:] = kept
 
     def rule_for(self, node: ir.Node) -> Rule | None:
         """The rule for ``node`` when it touches this representation, else None."""

@@ -28,3 +28,29 @@ def test_pattern_lowers_tensor_only_and_equal(name, context, opset):
     ops = ops_of(low)
     if name in ("constant_chain", "reverse_sequence_constant"):
         assert "Concat" not in ops and "ReverseSequence" not in ops, ops
+
+
+def test_a_map_body_whose_if_chooses_a_list_is_inlined_without_the_emptied_if():
+    # The walk lowers the body's If first (its branches move to a new If, the old node left
+    # for removal at the end); the map's rule then inlines the body per element, and
+    # carried the old If, emptied of its branches, into the graph (found by the v4 shapes:
+    # 12 of 600 programs). What a rule's walk lowered is removed before the rule runs.
+    import numpy as np
+    import onnx
+    from onnx import helper
+
+    from tests.helpers import FLOAT, body, model, t
+
+    seq = lambda name: helper.make_tensor_sequence_value_info(name, FLOAT, None)
+    then_b = body([helper.make_node("SequenceConstruct", ["e", "e"], ["pair"])], [], [seq("pair")])
+    else_b = body([helper.make_node("SplitToSequence", ["e", "sizes"], ["cut"], axis=1)], [], [seq("cut")])
+    mbody = body([helper.make_node("If", ["c"], ["chosen"], then_branch=then_b, else_branch=else_b),
+                  helper.make_node("ConcatFromSequence", ["chosen"], ["j"], axis=1)],
+                 [t("e", FLOAT, [None, None])], [t("j", FLOAT, [None, None])])
+    m = model([helper.make_node("SequenceConstruct", ["x", "x"], ["some"]),
+               helper.make_node("SequenceMap", ["some"], ["mapped"], body=mbody),
+               helper.make_node("ConcatFromSequence", ["mapped"], ["y"], axis=0)],
+              [t("x", FLOAT, ["N", 3]), t("c", onnx.TensorProto.BOOL, [])], [t("y", FLOAT, [None, None])],
+              initializer=[onnx.numpy_helper.from_array(np.array([0, 3], np.int64), "sizes")], opset=23)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    lower_checked(m, inputs=[{"x": x, "c": np.array(True)}, {"x": x, "c": np.array(False)}], check_each_pass=True)
