@@ -31,7 +31,7 @@ from seqlower import LowerOptions, load_model, lower_with_report  # noqa: E402
 from seqlower.executor.verify import verify  # noqa: E402
 from seqlower.io.inventory import take_inventory  # noqa: E402
 from seqlower.io.models import to_proto  # noqa: E402
-from seqlower.targets import TARGETS  # noqa: E402
+from seqlower.targets import TARGETS, load_target, target_gaps  # noqa: E402
 from tests.program_generator import generate  # noqa: E402
 
 LONG_SEEDS = (0, 1_000_000, 2_000_000, 3_000_000)
@@ -82,6 +82,9 @@ def run_drawn(draw, target: str, tally: dict[str, Counter], check_passes: bool =
         low_ir, report = lower_with_report(load_model(m), LowerOptions(target=target, check_each_pass=check_passes))
         tally["representation"].update({r["into"] for r in report.rewrites})
         low = to_proto(low_ir)
+        if target != "generic":
+            # what `check --target` says of it (its detectors are decision points too)
+            tally["gap"].update(g.why.split(":")[0][:40] for g in target_gaps(low, load_target(target), report.kept_loops))
         clean = take_inventory(low).clean or target == "onnxruntime"
         problems = [] if clean else ["not tensor-only: " + "; ".join(r["reason"] for r in report.remaining[:1])]
         for backend in ("reference", "onnxruntime"):
@@ -126,7 +129,7 @@ def guided(count: int, seed: int, minimum: int, targets: bool, shapes: str, out:
 
     coverage.enable()
     rng = random.Random(seed)
-    tally: dict[str, Counter] = {k: Counter() for k in ("target", "opset", "element", "op", "representation")}
+    tally: dict[str, Counter] = {k: Counter() for k in ("target", "opset", "element", "op", "representation", "gap")}
     counts: Counter = Counter()
     corpus: list[tuple[list, set]] = []
     failures: Counter = Counter()
@@ -190,7 +193,7 @@ def replay(path: Path) -> int:
     doc = json.loads(path.read_text())
     draw = Draws(random.Random(0), doc["draws"])
     target = draw("choice", TARGETS) if doc["targets"] else "generic"
-    tally: dict[str, Counter] = {k: Counter() for k in ("target", "opset", "element", "op", "representation")}
+    tally: dict[str, Counter] = {k: Counter() for k in ("target", "opset", "element", "op", "representation", "gap")}
     outcome = run_drawn(draw, target, tally, shapes=doc["shapes"])
     print("right" if outcome is None else f"{outcome[0]}: {outcome[1]}")
     return 0 if outcome is None else 1
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [(s, args.per_seed) for s in seeds]
     else:
         runs = [(args.seed, args.count)]
-    tally: dict[str, Counter] = {k: Counter() for k in ("target", "opset", "element", "op", "representation")}
+    tally: dict[str, Counter] = {k: Counter() for k in ("target", "opset", "element", "op", "representation", "gap")}
     failures: Counter = Counter()
     total = 0
     start = time.perf_counter()
