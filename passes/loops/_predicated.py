@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from seqlower.passes.lowering._tensor_ops import INT64, MAX_INT64, Ops
 from seqlower.analysis.analyzer import is_default_domain
+from seqlower.ir.builder import Builder
 
 __all__ = ["grows", "guard_gathers", "keeps_shape", "same_shape", "select", "select_carried", "show_dims"]
 
@@ -36,30 +37,33 @@ def guard_gathers(body: ir.Graph, mapped: dict[ir.Value, ir.Value], ran: ir.Valu
             k += rank
         if data.dtype is None or index.dtype is None or (rank is None and data.dtype == ir.DataType.STRING):
             continue
-        dims = o.shape(data, f"{name}_gather_dims")
-        n1 = o.slice(dims, o.ints([k]), o.ints([k + 1]), [0], f"{name}_gather_rows")
-        n = o.reshape(n1, o.ints([]), f"{name}_gather_n")
+        # Emitted just before the copy: ``o`` may emit after the copies (an If's branches
+        # inlined before the If, then guarded), which would read the filler before it is made.
+        g = Ops(Builder(p.graph, p, o.b.opset, o.b.names, main_graph=o.b.main_graph, legalize=o.b.legalize))
+        dims = g.shape(data, f"{name}_gather_dims")
+        n1 = g.slice(dims, g.ints([k]), g.ints([k + 1]), [0], f"{name}_gather_rows")
+        n = g.reshape(n1, g.ints([]), f"{name}_gather_n")
         if index.dtype != INT64:
-            index = o.op("Cast", [index], f"{name}_gather_index", dtype=INT64, to=INT64)
-        wrapped = o.op("Where", [o.op("Less", [index, o.scalar(0)], f"{name}_gather_neg", dtype=ir.DataType.BOOL),
-                                 o.op("Add", [index, n], f"{name}_gather_wrapped", dtype=INT64), index],
+            index = g.op("Cast", [index], f"{name}_gather_index", dtype=INT64, to=INT64)
+        wrapped = g.op("Where", [g.op("Less", [index, g.scalar(0)], f"{name}_gather_neg", dtype=ir.DataType.BOOL),
+                                 g.op("Add", [index, n], f"{name}_gather_wrapped", dtype=INT64), index],
                        f"{name}_gather_norm", dtype=INT64)
-        safe = o.op("Where", [ran, wrapped, n], f"{name}_gather_safe", dtype=INT64)
+        safe = g.op("Where", [ran, wrapped, n], f"{name}_gather_safe", dtype=INT64)
         # The data's dims with a 1 at the axis (the rank need not be known: a constant end
         # of "to the end", which tract reads right, unlike a run-time one).
-        one_row = o.concat([o.slice(dims, o.ints([0]), o.ints([k]), [0], f"{name}_gather_before"), o.ints([1]),
-                            o.slice(dims, o.ints([k + 1]), o.ints([MAX_INT64]), [0], f"{name}_gather_after")],
+        one_row = g.concat([g.slice(dims, g.ints([0]), g.ints([k]), [0], f"{name}_gather_before"), g.ints([1]),
+                            g.slice(dims, g.ints([k + 1]), g.ints([MAX_INT64]), [0], f"{name}_gather_after")],
                            0, f"{name}_gather_filler_dims")
-        zero = o.op("Cast", [o.scalar(0)], f"{name}_gather_zero", dtype=data.dtype, shape=[], to=data.dtype)
+        zero = g.op("Cast", [g.scalar(0)], f"{name}_gather_zero", dtype=data.dtype, shape=[], to=data.dtype)
         if data.dtype == ir.DataType.STRING:
             # onnx's reference Expand fails on strings (TVM's frontend fails a Tile to a
             # run-time shape, but has no strings).
             assert rank is not None
-            filler = o.op("Tile", [o.reshape(zero, o.ints([1] * rank), f"{name}_gather_unit"), one_row],
+            filler = g.op("Tile", [g.reshape(zero, g.ints([1] * rank), f"{name}_gather_unit"), one_row],
                           f"{name}_gather_filler", dtype=data.dtype)
         else:
-            filler = o.op("Expand", [zero, one_row], f"{name}_gather_filler", dtype=data.dtype)
-        padded = o.concat([data, filler], k, f"{name}_gather_padded")
+            filler = g.op("Expand", [zero, one_row], f"{name}_gather_filler", dtype=data.dtype)
+        padded = g.concat([data, filler], k, f"{name}_gather_padded")
         p.replace_input_with(0, padded)
         p.replace_input_with(1, safe)
 

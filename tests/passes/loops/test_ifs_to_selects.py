@@ -146,3 +146,24 @@ def test_for_openvino_an_if_with_a_run_time_dim_past_the_first_is_a_select():
         assert ("If" not in ops_of(low)) == selected
         feeds = [{"x": np.array([[1, 2], [3, 4], [5, 6]], np.float32)}, {"x": -np.ones((3, 2), np.float32)}]
         _agree(m, low, feeds, backends=("onnxruntime", "openvino"))
+
+
+def test_the_guard_of_a_gather_in_a_nested_if_comes_before_it():
+    # An If in a branch of an If: both are run as selects, the inner one's branches inlined
+    # where the outer's were, and its Gather guarded with a filler row; the guard was
+    # emitted after the copies, and the copy read it before it was made (the fuzzer's v4
+    # shapes: 16 of 2,500 programs for OpenVINO and onnx2torch failed the checker).
+    inner_then = body([helper.make_node("Gather", ["x", "p"], ["g"], axis=0)], [], [t("g", FLOAT, ["w"])])
+    inner_else = body([helper.make_node("ReduceSum", ["x", "axis0"], ["s"], keepdims=0)], [], [t("s", FLOAT, ["w"])])
+    then = body([helper.make_node("If", ["c2"], ["a"], then_branch=inner_then, else_branch=inner_else)], [],
+                [t("a", FLOAT, ["w"])])
+    other = body([helper.make_node("ReduceMax", ["x", "axis0"], ["b"], keepdims=0)], [], [t("b", FLOAT, ["w"])])
+    m = model([helper.make_node("If", ["c1"], ["y"], then_branch=then, else_branch=other)],
+              [t("x", FLOAT, ["n", "w"]), t("c1", BOOL, []), t("c2", BOOL, []), t("p", INT64, [])],
+              [t("y", FLOAT, ["w"])], initializer=[const("axis0", np.array([0], np.int64))], opset=18)
+    for target in ("onnx2torch", "openvino"):
+        low, _ = _lower(m, target)
+        assert "If" not in ops_of(low)
+        x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+        _agree(m, low, [{"x": x, "c1": np.array(a), "c2": np.array(b), "p": np.array(-1, np.int64)}
+                        for a in (True, False) for b in (True, False)])
