@@ -111,6 +111,13 @@ def _write() -> None:
     path.mkdir(parents=True, exist_ok=True)
     rows = [[point, where, n] for (point, where), n in sorted(_HITS.items())]
     (path / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.json").write_text(json.dumps(rows))
+    _HITS.clear()  # (written once: the exit and multiprocessing's finalizers both call this)
 
 
 atexit.register(_write)
+if _ON:
+    # A multiprocessing worker (the fuzzers' pools) leaves by os._exit, past atexit; its
+    # finalizers still run.
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, _write, exitpriority=10)

@@ -652,6 +652,9 @@ def main(argv: list[str] | None = None) -> int:
             for f in o.failures:
                 failures.append(f)
                 print(f, flush=True)
+        # (closed and joined, not terminated: the workers' exit writes their coverage counts)
+        pool.close()
+        pool.join()
     valid = kinds["ok"] + kinds["failure"]
     print(f"\n{len(seeds)} seeds from {seeds[0]}: {valid} programs PyTorch runs at >= 2 sizes ({kinds['invalid']} it refuses), "
           f"{kinds['failure']} with failures, {time.time() - start:.0f} s; kept in {workdir}")
