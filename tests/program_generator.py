@@ -83,6 +83,10 @@ def generate(draw: Any, shapes: str = "v1", unknown_rank: bool = True) -> tuple[
     elem = draw("choice", list(ELEMENT_TYPES))
     st = _State(family, elem, n_rows, m_cols, [], "", opset=opset)
     st.inputs.append(helper.make_tensor_value_info("x", elem, ["N", "M"]))
+    if shapes == "v4" and draw("choice", [False, False, True]):
+        # x of static dims (as exporters write for a fixed batch): the lists cut from it
+        # have static lengths and go Unrolled in every context
+        st.inputs[-1] = helper.make_tensor_value_info("x", elem, [n_rows, m_cols])
     if shapes in ("v2", "v3", "v4") and unknown_rank and draw("choice", [False, False, False, True]):
         st.inputs[-1].type.tensor_type.ClearField("shape")  # a model input of unknown rank
     st.feeds["x"] = _x(st)
@@ -539,7 +543,7 @@ def _unequal_ranks(st: _State, draw: Any, opset: int) -> None:
 # If branches and Loop bodies, Identity and Optional around the current list, and, last,
 # the whole program moved into a model-local function (_in_function).
 _V4_STEPS = ("map_local_list", "scan_local_list", "static_list_in_if", "static_list_in_loop", "identity",
-             "optional", "nested_local")
+             "optional", "nested_local", "map_contained")
 
 
 def _split_join(st: _State, e: str, axis: int, nodes: list) -> str:
@@ -666,16 +670,17 @@ def _in_function(st: _State, opset: int) -> tuple[list[onnx.NodeProto], list[onn
     return [call], [f]
 
 
-def _local(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
+def _local(st: _State, draw: Any, src: str, axis: int, nodes: list, any_shape: bool = False) -> str:
     """Nodes building a list of ``src`` where they land (any graph) and reading it back
     as one tensor: split and joined with itself, a pair read at a constant position, or
-    grown from an empty list and joined."""
-    how = draw("choice", ["split_join", "construct_at", "empty_grow", "runtime_split", "carried", "branched",
-                          "optional"])
+    grown from an empty list and joined, ... ``any_shape``: ``src`` is a list's element,
+    of a shape not known here (no variant that cuts it at x's sizes)."""
+    sized = [] if any_shape else ["runtime_split", "branched"]
+    how = draw("choice", ["split_join", "construct_at", "empty_grow", "carried", "optional", *sized])
     if how == "split_join":
         return _split_join(st, src, axis, nodes)
     if how in ("carried", "branched") and st.opset < CARRY_SINCE:
-        how = "runtime_split"
+        how = "split_join" if any_shape else "runtime_split"
     if how in ("runtime_split", "carried", "branched", "optional"):
         return globals()[f"_local_{how}"](st, draw, src, axis, nodes)
     if how == "construct_at":
@@ -691,14 +696,34 @@ def _local(st: _State, draw: Any, src: str, axis: int, nodes: list) -> str:
     return cat
 
 
+def _map_contained(st: _State, draw: Any, opset: int) -> None:
+    """SequenceMap over the current list (of run-time length: Stacked, Ragged or Flat),
+    its body a local list zero to two graphs down; the mapped list joined and counted at
+    once (its elements' sizes are not tracked)."""
+    if opset < 17:
+        return _insert(st, draw, opset)
+    axis = 0 if st.family == "rows" else 1
+    e, mapped, n, cat = st.fresh("e"), st.fresh("mapped"), st.fresh("n"), st.fresh("cat")
+    inner: list = []
+    got = _contained(st, draw, e, axis, draw("int", 0, 2), inner, opset, in_map=True, any_shape=True)
+    body = helper.make_graph(inner, st.fresh("map_contained"), [helper.make_tensor_value_info(e, st.elem, [None, None])],
+                             [helper.make_tensor_value_info(got, st.elem, [None, None])])
+    st.nodes += [helper.make_node("SequenceMap", [st.seq], [mapped], body=body),
+                 helper.make_node("SequenceLength", [mapped], [n])]
+    st.outputs.append(helper.make_tensor_value_info(n, INT64, []))
+    if st.shapes:  # (a ConcatFromSequence of nothing is an error)
+        st.nodes.append(helper.make_node("ConcatFromSequence", [mapped], [cat], axis=axis))
+        st.outputs.append(helper.make_tensor_value_info(cat, st.elem, [None, None]))
+
+
 def _contained(st: _State, draw: Any, src: str, axis: int, depth: int, nodes: list, opset: int,
-               in_map: bool = False) -> str:
+               in_map: bool = False, any_shape: bool = False) -> str:
     """One tensor computed from ``src`` by a local list ``depth`` graphs down: each level
     an If branch, a Loop body (one step or two, its first scan read back) or a
     SequenceMap body (over [src], its one element read back; not anywhere inside another,
     which onnxruntime's expansion of SequenceMap cannot load)."""
     if depth == 0:
-        return _local(st, draw, src, axis, nodes)
+        return _local(st, draw, src, axis, nodes, any_shape)
     # (no Loop of strings: onnxruntime's scan outputs of strings in nested graphs come out
     # empty, in the original as in any lowering of it)
     loops = ["loop"] if st.elem != TensorProto.STRING else []
@@ -712,7 +737,7 @@ def _contained(st: _State, draw: Any, src: str, axis: int, depth: int, nodes: li
         branches = []
         for which in ("then", "else"):
             inner: list = []
-            got = _contained(st, draw, src, axis, depth - 1, inner, opset, in_map)
+            got = _contained(st, draw, src, axis, depth - 1, inner, opset, in_map, any_shape)
             branches.append(helper.make_graph(inner, st.fresh(which), [],
                                               [helper.make_tensor_value_info(got, st.elem, [None, None])]))
         nodes.append(helper.make_node("If", [c], [out], then_branch=branches[0], else_branch=branches[1]))
@@ -720,7 +745,7 @@ def _contained(st: _State, draw: Any, src: str, axis: int, depth: int, nodes: li
     if kind == "loop":
         i, c, c_out, scans = st.fresh("i"), st.fresh("c"), st.fresh("c_out"), st.fresh("scans")
         inner = [helper.make_node("Identity", [c], [c_out])]
-        got = _contained(st, draw, src, axis, depth - 1, inner, opset, in_map)
+        got = _contained(st, draw, src, axis, depth - 1, inner, opset, in_map, any_shape)
         body = helper.make_graph(inner, st.fresh("held_body"),
                                  [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, [])],
                                  [helper.make_tensor_value_info(c_out, BOOL, []),
@@ -774,8 +799,13 @@ def _local_carried(st: _State, draw: Any, src: str, axis: int, nodes: list) -> s
     one or two steps, joined after it: a list-carrying Loop in any graph."""
     i, c, c_out, s_in, s_out = (st.fresh(b) for b in ("i", "c", "c_out", "carried", "carried_out"))
     empty, final, out = st.fresh("empty"), st.fresh("final"), st.fresh("joined")
+    steps = [helper.make_node("Identity", [c], [c_out]), helper.make_node("SequenceInsert", [s_in, src], [s_out])]
+    if st.opset >= 14 and draw("choice", [False, True]):  # (the list passed on through an Identity)
+        grown = st.fresh("grown")
+        steps[1].output[0] = grown
+        steps.append(helper.make_node("Identity", [grown], [s_out]))
     body = helper.make_graph(
-        [helper.make_node("Identity", [c], [c_out]), helper.make_node("SequenceInsert", [s_in, src], [s_out])],
+        steps,
         st.fresh("carry_body"),
         [helper.make_tensor_value_info(i, INT64, []), helper.make_tensor_value_info(c, BOOL, []),
          helper.make_tensor_sequence_value_info(s_in, st.elem, None)],

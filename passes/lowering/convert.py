@@ -205,6 +205,13 @@ class Converter:
         if lowered:
             self.dead.append((scope.graph, lowered))
 
+    def lower_subgraph(self, scope: Scope) -> None:
+        """Lower a subgraph that a rule is about to clone (a SequenceMap's body batched or
+        inlined): what was lowered in it is removed at once, where nothing reads it."""
+        mark = len(self.dead)
+        self.graph(scope)
+        self._remove_dead_since(mark)
+
     def _remove_dead_since(self, mark: int) -> None:
         """Remove now what was lowered in the subgraphs just walked, where nothing reads it
         any more: the rule about to run may clone them (a SequenceMap's body inlined per

@@ -26,7 +26,7 @@ __all__: list[str] = []
 @rule("SequenceMap", "flat")
 def _sequence_map(lw: FlatLowerer, node: ir.Node, o: Ops, scope: Scope) -> str:
     body = node.attributes["body"].as_graph()
-    lw.graph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False, scope.legalize))
+    lw.lower_subgraph(Scope(body, f"{scope.label} > {node_label(node)}.body", scope.opset, False, scope.legalize))
     info = lw.analysis.info.get(node.inputs[0])
     if info is not None and info.length == 0:
         # A map over a list that is provably empty makes empty lists: no Loop (its body's

@@ -474,3 +474,23 @@ def test_shape_rows_of_a_list_erased_to_nothing_survive_onnxruntimes_constant_fo
     low, _ = lower_checked(m, inputs=[{"x": np.array([[True, False], [False, True], [True, True], [False, False]])}],
                            target=target)
     assert "Expand" not in {n.op_type for n in low.graph.node}
+
+
+def test_a_map_body_carrying_a_list_in_a_loop_is_cloned_without_the_emptied_loop():
+    # The map's rule lowers its body, then clones it (batched, or run in a Loop): the
+    # body's list-carrying Loop, rebuilt with its body moved to the new node, was still
+    # there emptied, and was cloned too (the v4 shapes: 10 of 500 programs failed).
+    seq = lambda name: helper.make_tensor_sequence_value_info(name, FLOAT, None)  # noqa: E731
+    carry = body([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("SequenceInsert", ["acc", "e"], ["acc_out"])],
+                 [t("i", INT64, []), t("c", BOOL, []), seq("acc")], [t("c_out", BOOL, []), seq("acc_out")])
+    mbody = body([helper.make_node("SequenceEmpty", [], ["empty"], dtype=FLOAT),
+                  helper.make_node("Loop", ["trips", "", "empty"], ["final"], body=carry),
+                  helper.make_node("ConcatFromSequence", ["final"], ["j"], axis=0)],
+                 [t("e", FLOAT, [None, None])], [t("j", FLOAT, [None, None])])
+    m = model([helper.make_node("SplitToSequence", ["x", "k"], ["parts"], axis=0),
+               helper.make_node("SequenceMap", ["parts"], ["mapped"], body=mbody),
+               helper.make_node("ConcatFromSequence", ["mapped"], ["y"], axis=0)],
+              [t("x", FLOAT, ["N", 3]), t("k", INT64, []), t("trips", INT64, [])], [t("y", FLOAT, [None, 3])], opset=17)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    lower_checked(m, inputs=[{"x": x, "k": np.array(k, np.int64), "trips": np.array(n, np.int64)}
+                             for k, n in ((1, 1), (2, 2), (3, 1))])
