@@ -727,8 +727,28 @@ def _contained(st: _State, draw: Any, src: str, axis: int, depth: int, nodes: li
     # (no Loop of strings: onnxruntime's scan outputs of strings in nested graphs come out
     # empty, in the original as in any lowering of it)
     loops = ["loop"] if st.elem != TensorProto.STRING else []
-    kind = draw("choice", ["if", *loops] + (["map"] if opset >= 17 and not in_map else []))
+    # (a Scan of no step leaves its output's dims to the runtime: only over rows there are)
+    scans = ["scan"] if loops and not any_shape and st.x_shape()[0 if axis == 0 else 1] > 0 else []
+    kind = draw("choice", ["if", *loops, *scans] + (["map"] if opset >= 17 and not in_map else []))
     out = st.fresh("held")
+    if kind == "scan":
+        # A Scan over the rows of ``src`` whose body cuts each row into its elements,
+        # appends the row and joins them: a Scan holding a list, in any graph.
+        row, rows = st.fresh("row"), st.fresh("rows")
+        cut: list = []
+        joined = _split_join(st, row, 0, cut)
+        sbody = helper.make_graph(cut, st.fresh("held_scan"), [helper.make_tensor_value_info(row, st.elem, [None])],
+                                  [helper.make_tensor_value_info(joined, st.elem, [None])])
+        src_rows = src
+        if axis == 1:  # (the rows along the family's axis: the Scan runs over the other)
+            src_rows = st.fresh("transposed")
+            nodes.append(helper.make_node("Transpose", [src], [src_rows], perm=[1, 0]))
+        nodes.append(helper.make_node("Scan", [src_rows], [rows], body=sbody, num_scan_inputs=1))
+        if axis == 1:
+            nodes.append(helper.make_node("Transpose", [rows], [out], perm=[1, 0]))
+        else:
+            nodes.append(helper.make_node("Identity", [rows], [out]))
+        return out
     if kind == "if":
         cond = draw("choice", [True, False])
         c = st.fresh("cond")
@@ -839,7 +859,21 @@ def _local_optional(st: _State, draw: Any, src: str, axis: int, nodes: list) -> 
     below opset 18, an Identity of the list instead (from 14)."""
     one, opt, back, out = st.fresh("one"), st.fresh("opt"), st.fresh("back"), st.fresh("joined")
     nodes.append(helper.make_node("SequenceConstruct", [src], [one]))
-    if st.opset >= 18:
+    if st.opset >= 18 and draw("choice", [False, True]):
+        # the optional made in an If's branches (one wraps [src], the other [src, src])
+        c, two, a, b = st.fresh("cond"), st.fresh("two"), st.fresh("opt_a"), st.fresh("opt_b")
+        st.inputs.append(helper.make_tensor_value_info(c, BOOL, []))
+        st.feeds[c] = np.array(draw("choice", [True, False]))
+        opt_type = helper.make_optional_type_proto(helper.make_sequence_type_proto(
+            helper.make_tensor_type_proto(st.elem, None)))
+        then_g = helper.make_graph([helper.make_node("Optional", [one], [a])], st.fresh("then"), [],
+                                   [helper.make_value_info(a, opt_type)])
+        else_g = helper.make_graph([helper.make_node("SequenceConstruct", [src, src], [two]),
+                                    helper.make_node("Optional", [two], [b])], st.fresh("else"), [],
+                                   [helper.make_value_info(b, opt_type)])
+        nodes += [helper.make_node("If", [c], [opt], then_branch=then_g, else_branch=else_g),
+                  helper.make_node("OptionalGetElement", [opt], [back])]
+    elif st.opset >= 18:
         nodes += [helper.make_node("Optional", [one], [opt]), helper.make_node("OptionalGetElement", [opt], [back])]
     elif st.opset >= 14:  # (Identity of a sequence from 14)
         nodes.append(helper.make_node("Identity", [one], [back]))
