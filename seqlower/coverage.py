@@ -24,11 +24,18 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-__all__ = ["CONTEXTS", "ENV", "context_of", "enable", "enabled", "hit", "hits", "reset", "universe"]
+__all__ = ["CONTEXTS", "ENV", "UNREACHABLE", "context_of", "enable", "enabled", "hit", "hits", "reset", "universe"]
 
 ENV = "SEQLOWER_COVERAGE"
 CONTEXTS = ("main", "loop", "if", "map", "nested", "function")
 REPRESENTATIONS = ("unrolled", "stacked", "ragged", "flat", "kept")
+
+# Points no model reaches, and why: the universe leaves them out (the rule stays, a
+# fallback should a fold ever not run first).
+UNREACHABLE = {
+    "rule:unrolled:SequenceLength": "an Unrolled list's length is a constant, folded before any rule runs "
+                                    "(passes/folds/fold_sequence_constants.py)",
+}
 
 _HITS: Counter = Counter()
 _ON = bool(os.environ.get(ENV))
@@ -95,6 +102,8 @@ def universe() -> dict[str, tuple[str, ...]]:
         points.update({f"rule:{into}:{op}": in_graphs for op in sorted(convert.rules(into))})
     points.update({f"repr:{r}": in_graphs for r in REPRESENTATIONS})
     points.update({"inline:function": ("model",), "inline:kept": ("model",)})
+    for point in UNREACHABLE:
+        points.pop(point, None)
     for quirk in QUIRKS.values():
         if quirk.rewrite:
             points[f"quirk:{quirk.id}"] = ("model",)

@@ -53,7 +53,9 @@ def table(counts: Counter, minimum: int) -> tuple[list[str], list[tuple[str, str
             if n < minimum:
                 low.append((point, c, n))
         lines.append(f"{point:46} " + " ".join(cells))
-    unknown = sorted({p for p, _ in counts} - universe.keys())
+    for point, why in coverage.UNREACHABLE.items():
+        lines.append(f"{point:46} unreachable: {why}")
+    unknown = sorted({p for p, _ in counts} - universe.keys() - coverage.UNREACHABLE.keys())
     if unknown:
         lines.append(f"reached but not in the universe: {', '.join(unknown)}")
     return lines, low
