@@ -218,22 +218,12 @@ def on_target(original: onnx.ModelProto, lowered: onnx.ModelProto, options: Lowe
     target: it has sequences); None where there is no such runtime. A failure here is not
     a web to keep (the target runs no sequence either): it is named, as ``check --target``
     names a gap."""
-    runtime = TARGET_RUNTIMES.get(options.target)
-    if runtime is None or importlib.util.find_spec(runtime) is None:
+    got = _on_target_runtime(original, lowered, options)
+    if got is None:
         return None
-    from seqlower.executor import read_abi
-
-    result = Validation(runtime)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ModelWarning)
-        try:
-            fixed = getattr(read_abi(lowered), "fixed", None)
-            report = _compared(original, lowered, options, result, None if fixed else _TARGET_SAMPLES,
-                               backend=backend(), lowered_backend=runtime, keepdims_policy=options.keepdims_policy,
-                               check=False, rtol=_TOL, atol=_TOL)
-        except SeqlowerError as e:
-            result.notes.append(f"validation on {runtime} did not run: {e}")
-            return result
+    result, report = got
+    if report is None:
+        return result
     result.samples, result.compared = len(report.samples), report.compared
     bad = next((s for s in report.samples if s.status in ("different", "lowered failed")
                 and _OVER_BOUND not in s.error), None)
@@ -241,7 +231,7 @@ def on_target(original: onnx.ModelProto, lowered: onnx.ModelProto, options: Lowe
         result.failure = report.interface_error
     elif bad is not None:
         what = bad.error or "outputs " + ", ".join(o.name for o in bad.outputs if not o.ok) + " differ"
-        result.failure = f"{bad.source} ({bad.status} on {runtime}): {what}"
+        result.failure = f"{bad.source} ({bad.status} on {result.backend}): {what}"
     return result
 
 
@@ -249,22 +239,33 @@ def original_runs_on_target(original: onnx.ModelProto, options: LowerOptions) ->
     """Whether the original itself runs on the target's runtime (some run sequence ops),
     to ``backend()``'s numbers, on the samples ``on_target`` uses: where it does, a
     lowered model that fails there would be worse than no lowering."""
-    from seqlower.executor import verify
+    got = _on_target_runtime(original, original, options)
+    report = got[1] if got is not None else None
+    return report is not None and bool(report.compared) and all(
+        s.status == "equal" for s in report.samples if s.status != "original failed")
+
+
+def _on_target_runtime(original: onnx.ModelProto, model: onnx.ModelProto, options: LowerOptions) -> Any:
+    """``model`` on the target's runtime against ``original`` on ``backend()``, on
+    ``_TARGET_SAMPLES``: (the Validation, verify's report or None where it could not run),
+    or None where the target has no runtime here."""
+    from seqlower.executor import read_abi
 
     runtime = TARGET_RUNTIMES.get(options.target)
     if runtime is None or importlib.util.find_spec(runtime) is None:
-        return False
+        return None
     result = Validation(runtime)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)
         try:
-            report = _compared(original, original, options, result, _TARGET_SAMPLES, backend=backend(),
-                               lowered_backend=runtime, keepdims_policy=options.keepdims_policy, check=False,
-                               rtol=_TOL, atol=_TOL)
-        except SeqlowerError:
-            return False
-    return bool(report.compared) and all(s.status == "equal" for s in report.samples
-                                         if s.status != "original failed")
+            fixed = getattr(read_abi(model), "fixed", None)
+            report = _compared(original, model, options, result, None if fixed else _TARGET_SAMPLES,
+                               backend=backend(), lowered_backend=runtime, keepdims_policy=options.keepdims_policy,
+                               check=False, rtol=_TOL, atol=_TOL)
+        except SeqlowerError as e:
+            result.notes.append(f"validation on {runtime} did not run: {e}")
+            return result, None
+    return result, report
 
 
 def _within(options: LowerOptions, dim: int) -> dict[str, int]:
