@@ -244,3 +244,4 @@ def test_where_the_original_runs_on_the_target_and_the_lowering_does_not_the_ori
     assert "the original runs on openvino: kept as it was" in report.remaining[0]["reason"]
     assert [n.op_type for n in job.model().graph.node] == ["SequenceConstruct", "ConcatFromSequence"]
     assert report.validation["target"]["failure"]
+
