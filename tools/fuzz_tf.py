@@ -236,6 +236,9 @@ def check(folder: Path, targets: bool, jobs: int) -> int:
             for f in o.failures:
                 failures.append(f)
                 print(f, flush=True)
+        # (closed and joined, not terminated: the workers' exit writes their coverage counts)
+        pool.close()
+        pool.join()
     ok = sum(v for k, v in tally.items() if k.endswith(": ok"))
     failed = sum(v for k, v in tally.items() if k.endswith(": FAILED"))
     print(f"\n{len(seeds)} exports in {folder}, {time.time() - start:.0f} s")
