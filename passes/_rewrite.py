@@ -13,6 +13,7 @@ import onnx_ir as ir
 from seqlower.analysis.analyzer import graph_label, node_label, shape_json
 from seqlower.passes.keys import ABI_KEY, LEGALIZE_KEY, NOTES_KEY, OPTIONAL_SEQUENCES_KEY, REPORT_KEY
 from seqlower.ir.builder import Builder, Legalize, NameAuthority, ai_onnx_opset
+from seqlower.io.protos import GENERATED_DIM
 from seqlower.ir.helpers import subgraphs
 
 __all__ = [
@@ -69,7 +70,7 @@ def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthor
     ``new`` may be an initializer, an outer-scope value or another output.
     """
     if new.shape is None and old.shape is not None:
-        new.shape = old.shape
+        new.shape = _unclaimed(old.shape) if anchor.op_type == "SequenceAt" else old.shape
     if old.is_graph_output():
         outputs = scope.graph.outputs
         if owned and not new.uses() and not new.is_graph_output() and new.producer() is not None:
@@ -93,6 +94,15 @@ def replace_output(old: ir.Value, new: ir.Value, scope: Scope, names: NameAuthor
         ir.convenience.replace_all_uses_with(old, target)
         return
     ir.convenience.replace_all_uses_with(old, new)
+
+
+def _unclaimed(shape: ir.Shape) -> ir.Shape:
+    """``shape`` without the dims onnx's inference made up (``unk__k``): a list's element
+    type names one such dim for every element, and two elements read out of it then claim
+    one size they do not share (the halves of an odd split: onnxruntime's planner reused
+    one's buffer for the other, "Shape mismatch attempting to re-use buffer")."""
+    return ir.Shape([ir.SymbolicDim(None) if isinstance(d, ir.SymbolicDim) and d.value is not None
+                     and GENERATED_DIM.fullmatch(d.value) else d for d in shape.dims])
 
 
 def rewrite_record(node: ir.Node, scope: Scope, into: str, how: str, label: str | None = None) -> dict[str, str]:
