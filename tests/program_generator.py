@@ -670,13 +670,29 @@ def _in_function(st: _State, opset: int) -> tuple[list[onnx.NodeProto], list[onn
     return [call], [f]
 
 
-def _local(st: _State, draw: Any, src: str, axis: int, nodes: list, any_shape: bool = False) -> str:
+def _local(st: _State, draw: Any, src: str, axis: int, nodes: list, any_shape: bool = False,
+           in_map: bool = False) -> str:
     """Nodes building a list of ``src`` where they land (any graph) and reading it back
     as one tensor: split and joined with itself, a pair read at a constant position, or
     grown from an empty list and joined, ... ``any_shape``: ``src`` is a list's element,
     of a shape not known here (no variant that cuts it at x's sizes)."""
     sized = [] if any_shape else ["runtime_split", "branched"]
-    how = draw("choice", ["split_join", "construct_at", "empty_grow", "carried", "optional", *sized])
+    mapped = ["mapped_split"] if st.opset >= 17 and not in_map else []
+    how = draw("choice", ["split_join", "construct_at", "empty_grow", "carried", "optional", *sized, *mapped])
+    if how == "mapped_split":
+        # ``src`` cut into pieces of one (a list of run-time length), each negated by a
+        # SequenceMap, ``src`` appended (the join of no piece is an error) and joined
+        parts, negated, grown, out = st.fresh("parts"), st.fresh("negated"), st.fresh("grown"), st.fresh("joined")
+        e, o = st.fresh("e"), st.fresh("o")
+        keep = st.elem in (TensorProto.STRING, TensorProto.BOOL)  # (no Neg of these: kept as they are)
+        body = helper.make_graph([helper.make_node("Identity" if keep else "Neg", [e], [o])], st.fresh("negate"),
+                                 [helper.make_tensor_value_info(e, st.elem, None)],
+                                 [helper.make_tensor_value_info(o, st.elem, None)])
+        nodes += [helper.make_node("SplitToSequence", [src], [parts], axis=axis),
+                  helper.make_node("SequenceMap", [parts], [negated], body=body),
+                  helper.make_node("SequenceInsert", [negated, src], [grown]),
+                  helper.make_node("ConcatFromSequence", [grown], [out], axis=axis)]
+        return out
     if how == "split_join":
         return _split_join(st, src, axis, nodes)
     if how in ("carried", "branched") and st.opset < CARRY_SINCE:
@@ -723,7 +739,7 @@ def _contained(st: _State, draw: Any, src: str, axis: int, depth: int, nodes: li
     SequenceMap body (over [src], its one element read back; not anywhere inside another,
     which onnxruntime's expansion of SequenceMap cannot load)."""
     if depth == 0:
-        return _local(st, draw, src, axis, nodes, any_shape)
+        return _local(st, draw, src, axis, nodes, any_shape, in_map)
     # (no Loop of strings: onnxruntime's scan outputs of strings in nested graphs come out
     # empty, in the original as in any lowering of it)
     loops = ["loop"] if st.elem != TensorProto.STRING else []
