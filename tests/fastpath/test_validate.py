@@ -245,3 +245,31 @@ def test_where_the_original_runs_on_the_target_and_the_lowering_does_not_the_ori
     assert [n.op_type for n in job.model().graph.node] == ["SequenceConstruct", "ConcatFromSequence"]
     assert report.validation["target"]["failure"]
 
+
+
+def test_a_runtime_failing_only_on_loops_of_no_trips_at_real_sizes_is_named(monkeypatch):
+    # OpenVINO reshaped a no-trip Loop's stack to [4, 0] (program 9400316): the target's
+    # validation has a sample of integers all 0 at dims of 2, which finds it.
+    from seqlower.executor import native_backend
+    from tests.helpers import BOOL, INT64, body
+
+    pytest.importorskip("openvino")
+    real = native_backend.NativeBackend.run
+
+    def no_trips_fail(self, feeds):
+        if int(np.asarray(feeds["p"])) == int(np.asarray(feeds["q"])) == 0 and np.asarray(feeds["x"]).size:
+            raise seqlower.ExecutionError("openvino failed: reshape: the shape of input data (8) conflicts")
+        return real(self, feeds)
+
+    monkeypatch.setattr(native_backend.NativeBackend, "run", no_trips_fail)
+    seq = helper.make_tensor_sequence_value_info
+    loop_body = body([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("SequenceInsert", ["acc", "x"], ["acc_out"])],
+                     [t("i", INT64, []), t("c", BOOL, []), seq("acc", FLOAT, None)], [t("c_out", BOOL, []), seq("acc_out", FLOAT, None)])
+    m = model([helper.make_node("SequenceEmpty", [], ["e"], dtype=FLOAT),
+               helper.make_node("Loop", ["p", "", "e"], ["s"], body=loop_body),
+               helper.make_node("SequenceInsert", ["s", "x", "q"], ["s2"]),
+               helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=0)],
+              [t("x", FLOAT, ["N", "M"]), t("p", INT64, []), t("q", INT64, [])], [t("y", FLOAT, [None, None])])
+    report = Job.read(m).lower(LowerOptions(target="openvino"))
+    [gap] = [g for g in report.gaps if g.what == "model"]
+    assert "validation on openvino" in gap.why
