@@ -23,8 +23,10 @@ import os
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CONTEXTS", "ENV", "UNREACHABLE", "context_of", "enable", "enabled", "hit", "hits", "reset", "universe"]
+__all__ = ["CONTEXTS", "ENV", "REPRESENTATIONS", "UNREACHABLE", "context_of", "count_representations", "enable",
+           "enabled", "hit", "hits", "reset"]
 
 ENV = "SEQLOWER_COVERAGE"
 CONTEXTS = ("main", "loop", "if", "map", "nested", "function")
@@ -82,34 +84,15 @@ def context_of(label: str) -> str:
     return {"If": "if", "Loop": "loop", "Scan": "loop", "SequenceMap": "map"}.get(op, "nested")
 
 
-def universe() -> dict[str, tuple[str, ...]]:
-    """Every decision point, with the contexts it can be reached in."""
-    import seqlower.analysis.analyzer  # noqa: F401 - registers the transfer functions
-    from seqlower.ops import TRANSFERS
-    from seqlower.passes.lowering import convert
-    from seqlower.targets.registry import QUIRKS
-
-    for module in ("lower_unrolled_sequences", "lower_packed_sequences", "lower_flat_sequences", "lower_optionals"):
-        __import__(f"seqlower.passes.lowering.{module}")
-    # A function holding lists is inlined first (passes/lowering/inline_sequence_functions.py),
-    # its lists then lowered where it was called; one onnx_ir cannot inline (it imports
-    # another opset, or takes a graph attribute) is kept whole, every value in it "kept".
-    # The points of a function are those two decisions.
-    in_graphs = tuple(c for c in CONTEXTS if c != "function")
-    points: dict[str, tuple[str, ...]] = {}
-    points.update({f"transfer:{op}": in_graphs for op in sorted(TRANSFERS)})
-    for into in sorted(convert._RULES):
-        points.update({f"rule:{into}:{op}": in_graphs for op in sorted(convert.rules(into))})
-    points.update({f"repr:{r}": in_graphs for r in REPRESENTATIONS})
-    points.update({"inline:function": ("model",), "inline:kept": ("model",)})
-    for point in UNREACHABLE:
-        points.pop(point, None)
-    for quirk in QUIRKS.values():
-        if quirk.rewrite:
-            points[f"quirk:{quirk.id}"] = ("model",)
-        if quirk.detector:
-            points[f"detector:{quirk.id}"] = ("model",)
-    return points
+def count_representations(analysis: Any) -> None:
+    """The representation each web of ``analysis`` (seqlower.analysis.choose.Analysis) got,
+    in each context it spans."""
+    for web in analysis.webs:
+        kind = web.repr
+        if kind == "packed":
+            kind = "ragged" if any(v in analysis.ragged for v in web.values) else "stacked"
+        for where in {context_of(analysis.graph_of.get(v, "main")) for v in web.values}:
+            hit(f"repr:{kind}", where)
 
 
 def _write() -> None:

@@ -13,9 +13,12 @@ says which one is missing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from seqlower import coverage
 
 __all__ = ["OpFacts", "REGISTRY", "REDUCE_OPS", "TRANSFERS", "op_facts", "facts", "names", "makes_lists", "transfer"]
 
@@ -76,7 +79,14 @@ def transfer(name: str) -> Callable[[_F], _F]:
             raise ValueError(f"a transfer function for {name}, which has no facts in the op registry")
         if name in TRANSFERS:
             raise ValueError(f"two transfer functions for {name}")
-        TRANSFERS[name] = fn
+        point = f"transfer:{name}"
+
+        @functools.wraps(fn)
+        def counted(analyzer: Any, node: Any, label: str) -> None:
+            coverage.hit(point, label)  # (seqlower.coverage: the test of a flag while it is off)
+            fn(analyzer, node, label)
+
+        TRANSFERS[name] = counted
         return fn
     return register
 

@@ -8,6 +8,7 @@ import pytest
 from onnx import helper
 
 from seqlower import LowerOptions, coverage, load_model, lower_with_report
+from seqlower.fastpath import coverage_universe
 from tests.helpers import FLOAT, model, t
 
 INT64 = onnx.TensorProto.INT64
@@ -56,7 +57,7 @@ def test_a_lowering_counts_its_transfers_rules_and_representations_by_context(co
     assert any(p.startswith("rule:") and p.endswith(":SequenceInsert") and w == "loop" for p, w in hits)
     assert any(p.startswith("repr:") and w == "loop" for p, w in hits)
     # every point reached is one the report's universe knows
-    universe = coverage.universe()
+    universe = coverage_universe.universe()
     assert all(p in universe and w in universe[p] for p, w in hits)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from seqlower import coverage  # noqa: E402
+from seqlower.fastpath.coverage_universe import universe  # noqa: E402
 
 
 def load(folders: list[Path]) -> Counter:
@@ -38,11 +39,11 @@ def load(folders: list[Path]) -> Counter:
 
 def table(counts: Counter, minimum: int) -> tuple[list[str], list[tuple[str, str, int]]]:
     """The report's lines, and the (point, context, count) cells below ``minimum``."""
-    universe = coverage.universe()
+    points = universe()
     contexts = [*coverage.CONTEXTS, "model"]
     lines = [f"{'point':46} " + " ".join(f"{c:>8}" for c in contexts)]
     low: list[tuple[str, str, int]] = []
-    for point, where in universe.items():
+    for point, where in points.items():
         cells = []
         for c in contexts:
             if c not in where:
@@ -55,7 +56,7 @@ def table(counts: Counter, minimum: int) -> tuple[list[str], list[tuple[str, str
         lines.append(f"{point:46} " + " ".join(cells))
     for point, why in coverage.UNREACHABLE.items():
         lines.append(f"{point:46} unreachable: {why}")
-    unknown = sorted({p for p, _ in counts} - universe.keys() - coverage.UNREACHABLE.keys())
+    unknown = sorted({p for p, _ in counts} - points.keys() - coverage.UNREACHABLE.keys())
     if unknown:
         lines.append(f"reached but not in the universe: {', '.join(unknown)}")
     return lines, low
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = load(args.folders)
     lines, low = table(counts, args.min)
     print("\n".join(lines))
-    cells = sum(len(c) for c in coverage.universe().values())
+    cells = sum(len(c) for c in universe().values())
     never = [c for c in low if c[2] == 0]
     print(f"\n{cells} cells (point x context): {cells - len(low)} reached >= {args.min} times, "
           f"{len(low) - len(never)} reached fewer, {len(never)} never")

@@ -161,7 +161,9 @@ def guided(count: int, seed: int, minimum: int, targets: bool, shapes: str, out:
     elapsed = time.perf_counter() - start
     _write_counts(counts)
     coverage.reset()  # (written: the exit writes nothing more)
-    universe = coverage.universe()
+    from seqlower.fastpath.coverage_universe import universe as all_points
+
+    universe = all_points()
     cells = [(p, w) for p, ws in universe.items() for w in ws]
     below = [c for c in cells if counts[c] < minimum]
     print(f"{count} programs (guided, seed {seed}, corpus {len(corpus)}): {failures['mismatch']} mismatches, "

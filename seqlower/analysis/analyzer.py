@@ -29,7 +29,6 @@ import networkx as nx
 import numpy as np
 import onnx_ir as ir
 
-from seqlower import coverage
 from seqlower.ops import TRANSFERS, transfer
 from seqlower.ir.helpers import concat_shape, merge_shapes, subgraphs
 from seqlower.errors import ModelError
@@ -143,18 +142,7 @@ class _Analyzer(ControlFlow, Chooser):
                 if v in self.result.info:
                     self._block(v, f"'{v.name}' crosses the boundary of {label}")
         self._decide()
-        if coverage.enabled():
-            self._count_representations()
         return self.result
-
-    def _count_representations(self) -> None:
-        """The representation each web got, in each context it spans (seqlower.coverage)."""
-        for web in self.result.webs:
-            kind = web.repr
-            if kind == "packed":
-                kind = "ragged" if any(v in self.result.ragged for v in web.values) else "stacked"
-            for where in {coverage.context_of(self.result.graph_of.get(v, "main")) for v in web.values}:
-                coverage.hit(f"repr:{kind}", where)
 
     def _add(self, v: ir.Value) -> None:
         # Values hash by identity: keep first-seen order so webs and reports are deterministic.
@@ -214,7 +202,6 @@ class _Analyzer(ControlFlow, Chooser):
         check_input_kinds(node)
         handler = TRANSFERS.get(node.op_type)
         if handler is not None:
-            coverage.hit(f"transfer:{node.op_type}", label)
             handler(self, node, label)
             return
         for sub in subgraphs(node):

@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import onnx_ir as ir
 
-from seqlower import ops
+from seqlower import coverage, ops
 from seqlower.keys import KEEP_KEY
 from seqlower.ir.helpers import (
     int_attr,
@@ -153,6 +153,8 @@ class Chooser:
             self.result.layout_of.update(layouts)
             if self.allow_packed and self._pack(values, layout_graph):
                 web.repr = "packed"
+        if coverage.enabled():
+            coverage.count_representations(self.result)
 
     def _pack(self, values: list[ir.Value], layout_graph: nx.Graph) -> bool:
         """Whether every layout group of the web can be one tensor per sequence value, and
