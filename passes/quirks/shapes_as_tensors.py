@@ -122,6 +122,13 @@ def _unpinned(v: ir.Value | None) -> ir.Value | None:
     target, x = const_array(p.inputs[1]), p.inputs[0]
     if target is None or target.size != 1 or not _one_d(x):
         return None
+    made = x.producer()
+    if made is not None and made.op_type == "Gather" and len(made.inputs) > 1 and made.inputs[1] is not None \
+            and made.inputs[1].shape is not None and made.inputs[1].shape.rank() == 0:
+        # A row Gathered out of a table of shapes keeps its pin: onnxruntime's inference
+        # propagates such a Gather's value as one element, and a Reshape to it as rank 1
+        # (it refused the lowered model: "Can't merge shape info", guided seed 13, 222).
+        return None
     k = int(target.reshape(-1)[0])
     d = x.shape.dims[0] if x.shape is not None else None
     return x if k == -1 or not isinstance(d, int) or d == k else None

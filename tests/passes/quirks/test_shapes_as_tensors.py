@@ -174,3 +174,34 @@ def test_check_names_a_reshape_to_a_pinned_concat_of_constants():
               initializer=[const("a", np.array([2], np.int64)), const("b", np.array([3], np.int64)),
                            const("two", np.array([2], np.int64))])
     assert _shape_gaps(m) == ["Reshape node (output 'y')"]
+
+
+def test_a_row_gathered_from_a_table_of_shapes_keeps_its_pin():
+    # A map over a static list whose body builds lists, then carried through a Loop whose
+    # If maps it (a Flat list of run-time ranks), lowered for TVM: each element is a
+    # Reshape of the Flat values to a row Gathered out of the shape table, pinned to its
+    # length. Unpinned, onnxruntime's inference propagated that Gather as one element and
+    # the Reshape as rank 1, and refused the lowered model ("Can't merge shape info":
+    # guided program 222 of seed 13 and four more).
+    from tests.helpers import body, lower_checked
+
+    split_join = body([helper.make_node("SplitToSequence", ["e"], ["parts"], axis=0),
+                       helper.make_node("SequenceInsert", ["parts", "e"], ["grown"]),
+                       helper.make_node("ConcatFromSequence", ["grown"], ["j"], axis=0)],
+                      [t("e", FLOAT, [None, None])], [t("j", FLOAT, [None, None])])
+    same = body([helper.make_node("Identity", ["f"], ["g"])], [t("f", FLOAT, None)], [t("g", FLOAT, None)])
+    step = body([helper.make_node("Identity", ["c"], ["c_out"]),
+                 helper.make_node("If", ["cond"], ["acc_out"],
+                                  then_branch=body([helper.make_node("SequenceMap", ["acc"], ["m"], body=same)], [],
+                                                   [seq("m", FLOAT)]),
+                                  else_branch=body([helper.make_node("SequenceInsert", ["acc", "x"], ["a"])], [],
+                                                   [seq("a", FLOAT)]))],
+                [t("i", INT64, []), t("c", BOOL, []), seq("acc", FLOAT)], [t("c_out", BOOL, []), seq("acc_out", FLOAT)])
+    m = model([helper.make_node("SequenceConstruct", ["x", "x"], ["s"]),
+               helper.make_node("SequenceMap", ["s"], ["mapped"], body=split_join),
+               helper.make_node("Loop", ["p", "", "mapped"], ["carried"], body=step),
+               helper.make_node("ConcatFromSequence", ["carried"], ["y"], axis=0)],
+              [t("x", FLOAT, [2, 2]), t("p", INT64, []), t("cond", BOOL, [])], [t("y", FLOAT, [None, 2])], opset=18)
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    lower_checked(m, inputs=[{"x": x, "p": np.array(k, np.int64), "cond": np.array(c)} for k in (0, 2) for c in (True, False)],
+                  target="tvm")
