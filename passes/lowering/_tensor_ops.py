@@ -77,15 +77,20 @@ class Ops:
     def empty(self, dtype: ir.DataType) -> ir.Value:
         return self.b.zeros(dtype, (0,), "empty")
 
-    def shape_hidden(self, x: ir.Value, rank: int, name: str) -> ir.Value:
+    def shape_hidden(self, x: ir.Value, name: str) -> ir.Value:
         """``x`` sliced to a Where of its own shape: a no-op at run time, after which
         OpenVINO knows none of its dims (what it tracks of a shape it can get wrong: a
         Transpose it takes for a Reshape, a Pad of an If output it reads garbage from)."""
         shape = self.shape(x, f"{name}_in_dims")
         always = self.op("Greater", [self.op("Size", [x], f"{name}_in_size", dtype=INT64, shape=[]), self.scalar(-1)],
                          f"{name}_always", dtype=ir.DataType.BOOL, shape=[])
-        ends = self.op("Where", [always, shape, self.shape(x, f"{name}_in_dims_1")], f"{name}_in_ends", dtype=INT64, shape=[rank])
-        hidden = self.slice(x, self.ints([0] * rank), ends, list(range(rank)), f"{name}_in")
+        ends = self.op("Where", [always, shape, self.shape(x, f"{name}_in_dims_1")], f"{name}_in_ends", dtype=INT64,
+                       shape=[None])
+        # Starts of the rank ``x`` has at run time, every axis (no axes input): a declared
+        # rank can be false (an If whose branches differ in rank, declared as an exporter
+        # pleased: onnxruntime refused starts and ends of two lengths, guided seed 14, 604).
+        starts = self.op("Mul", [shape, self.scalar(0)], f"{name}_in_starts", dtype=INT64, shape=[None])
+        hidden = self.op("Slice", [x, starts, ends], f"{name}_in", dtype=x.dtype)
         hidden.type, hidden.shape = x.type, x.shape
         return hidden
 

@@ -91,7 +91,7 @@ def _guard(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str]
             # from it (a no-op at run time). Only growing states: hiding every state's
             # broke a Loop whose states shrink (graph program 20262).
             init = node.inputs[2 + k]
-            node.replace_input_with(2 + k, o.shape_hidden(init, init.shape.rank(), f"{init.name or base}{SHAPE_HIDDEN}"))
+            node.replace_input_with(2 + k, o.shape_hidden(init, f"{init.name or base}{SHAPE_HIDDEN}"))
     made = [n for n in a.b.nodes if n.op_type != "Constant"]
     for n in made:
         scope.graph.remove(n)

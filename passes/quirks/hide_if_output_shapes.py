@@ -43,7 +43,7 @@ def _hide(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, str] 
         readers = list(v.uses())
         if not readers:
             continue
-        sliced = Ops(b).shape_hidden(v, v.shape.rank(), f"{v.name or 'if'}{SHAPE_HIDDEN}")
+        sliced = Ops(b).shape_hidden(v, f"{v.name or 'if'}{SHAPE_HIDDEN}")
         for user, k in readers:
             user.replace_input_with(k, sliced)
         hidden += 1

@@ -94,7 +94,7 @@ def _joined(values: list[ir.Value], axis: int, rank: int, o: Ops, base: str, ops
     if p is not None and p.op_type == "If" and is_default_domain(p):
         # OpenVINO read garbage from a Pad of an If output whose shape the branches
         # decide (torch fuzz seed 22352, x [1, 1]): its shape hidden from it first.
-        e = o.shape_hidden(e, rank, f"{base}_shape")
+        e = o.shape_hidden(e, f"{base}_shape")
     # Pad takes bool from opset 13: before, the row is padded to its bytes.
     as_bytes = e.dtype == ir.DataType.BOOL and unsupported("Pad", opset, ("tensor(bool)",)) is not None
     if as_bytes:

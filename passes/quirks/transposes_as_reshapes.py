@@ -70,7 +70,7 @@ def _rewrite(node: ir.Node, scope: Scope, names: NameAuthority) -> tuple[str, st
     # Which dims are 1 is known only to OpenVINO: the input is sliced to a Where of its
     # own shape (a no-op at run time), after which OpenVINO knows none, and transposes.
     o = Ops(scope.builder(node, names))
-    node.replace_input_with(0, o.shape_hidden(x, len(dims), node.name or "transpose"))
+    node.replace_input_with(0, o.shape_hidden(x, node.name or "transpose"))
     return "Transpose", "its input's dims of 1 made unknown to OpenVINO, which otherwise reshapes it (OpenVINO)"
 
 

@@ -57,3 +57,27 @@ def test_the_random_program_gives_the_references_numbers_on_every_first_run():
         got = Executor(low, backend="openvino").run(feeds).outputs
         assert all(compare_values(k, want[k], got[k]).ok for k in want)
     assert np.asarray(feeds["x"]).dtype == np.bool_
+
+
+def test_an_if_output_declared_at_a_rank_it_does_not_have_is_hidden_at_its_own():
+    # A list chosen by an If: x unbound into rows (rank 1) or [x, x] (rank 2, declared of
+    # rank 1, as TorchScript declares unbind's), its length read. The lowered If output was
+    # read through the no-op Slice with starts of the declared rank and ends of
+    # the run-time shape, and onnxruntime refused starts and ends of two lengths (guided
+    # programs 604 and 1073 of seed 14, for OpenVINO).
+    from tests.helpers import FLOAT, INT64, body
+
+    declared = helper.make_tensor_sequence_value_info
+    then = body([helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0)], [],
+                [declared("rows", FLOAT, None)])
+    other = body([helper.make_node("SequenceConstruct", ["x", "x"], ["pair"])], [], [declared("pair", FLOAT, [None])])
+    m = model([helper.make_node("If", ["c"], ["chosen"], then_branch=then, else_branch=other),
+               helper.make_node("SequenceLength", ["chosen"], ["n"])],
+              [t("x", FLOAT, [0, 1]), t("c", BOOL, [])], [t("n", INT64, [])], opset=18)
+    low = to_proto(lower_with_report(load_model(m), LowerOptions(target="openvino"))[0])
+    x = np.zeros((0, 1), np.float32)
+    for c in (True, False):
+        feeds = {"x": x, "c": np.array(c)}
+        want = Executor(m, backend="reference").run(feeds).outputs
+        got = Executor(low, backend="onnxruntime").run(feeds).outputs
+        assert all(compare_values(k, want[k], got[k]).ok for k in want)
