@@ -113,7 +113,8 @@ class Job:
                                            and self.weights.held_bytes() > validate.MAX_WEIGHT_BYTES):
             return
         start = time.perf_counter()
-        result = validate.on_target(with_weights(original, self.weights), self.model(), options)
+        source = with_weights(original, self.weights)
+        result = validate.on_target(source, self.model(), options)
         if result is None:
             return
         self.report.validation["target"] = {**result.to_json(scope="model"),
@@ -121,7 +122,7 @@ class Job:
         self.report.notes.extend(result.notes)
         if result.failure is not None:
             why = f"validation on {result.backend}: the lowered model fails or differs there ({result.failure})"
-            if validate.original_runs_on_target(with_weights(original, self.weights), options):
+            if validate.original_runs_on_target(source, options):
                 # Never worse than the original: it runs there (the runtime runs its
                 # sequence ops), the lowering does not; it is written as it was.
                 why += f"; the original runs on {result.backend}: kept as it was"

@@ -127,12 +127,16 @@ def run_validation(original: onnx.ModelProto, lowered: onnx.ModelProto, options:
             bad = sample
             break
     if bad is not None:
-        what = bad.error or "outputs " + ", ".join(o.name for o in bad.outputs if not o.ok) + " differ"
-        result.failure = f"on {name}, {bad.source} ({bad.status}): {what}"
+        result.failure = f"on {name}, {bad.source} ({bad.status}): {_what(bad)}"
     elif not result.compared:
         why = report.not_run or next((s.error for s in report.samples if s.error), "")
         result.notes.append(f"validation proved nothing: the original does not run on {name} ({why})")
     return result
+
+
+def _what(sample: Any) -> str:
+    """What went wrong on a sample: its error, or which outputs differ."""
+    return sample.error or "outputs " + ", ".join(o.name for o in sample.outputs if not o.ok) + " differ"
 
 
 def _reference_verdict(original: onnx.ModelProto, lowered: onnx.ModelProto, options: LowerOptions,
@@ -214,9 +218,9 @@ def _signature(feeds: dict[str, Any]) -> tuple:
         if isinstance(v, list | tuple):
             return ("list", tuple(sig(e) for e in v))
         a = np.asarray(v)
-        decides = a.dtype.kind in "biu" or a.dtype == object
-        return (a.shape, str(a.dtype), a.tobytes() if decides and a.dtype != object else tuple(a.reshape(-1)) if decides
-                else None)
+        if a.dtype == object:  # strings: their values decide (a Gather of rows, an Equal)
+            return (a.shape, "object", tuple(a.reshape(-1)))
+        return (a.shape, str(a.dtype), a.tobytes() if a.dtype.kind in "biu" else None)
 
     return tuple((name, sig(v)) for name, v in sorted(feeds.items()))
 
@@ -243,8 +247,7 @@ def on_target(original: onnx.ModelProto, lowered: onnx.ModelProto, options: Lowe
     if report.interface_error:
         result.failure = report.interface_error
     elif bad is not None:
-        what = bad.error or "outputs " + ", ".join(o.name for o in bad.outputs if not o.ok) + " differ"
-        result.failure = f"{bad.source} ({bad.status} on {result.backend}): {what}"
+        result.failure = f"{bad.source} ({bad.status} on {result.backend}): {_what(bad)}"
     return result
 
 
